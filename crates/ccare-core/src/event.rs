@@ -1,0 +1,464 @@
+//! The event envelope (spec H-LOG, H-SURF-1).
+//!
+//! An [`Event`] keeps the exact compact JSON line it was written as, and answers its
+//! header fields (seq, time, type, surface op, source seqs) from a parsed copy. The
+//! `data` object stays as text until someone decodes it with [`Event::decode`]: a long
+//! session opens by parsing headers only, export writes the stored bytes verbatim, and
+//! unknown fields (in the envelope or in `data`) survive every round trip.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::json::{JsonObject, NonLosslessJson, check_text, check_value};
+
+/// How an event affects the surface (the ordered list of live seqs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub enum SurfaceOp {
+    /// The event becomes the last live node.
+    Append,
+    /// The event shadows the inclusive span of live nodes from `start_seq` to `end_seq`
+    /// and takes its place.
+    Replace {
+        /// First live seq of the shadowed span.
+        start_seq: u64,
+        /// Last live seq of the shadowed span.
+        end_seq: u64,
+    },
+}
+
+/// An event not yet appended: everything but the seq and time, which the session assigns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EventDraft {
+    /// The event type, e.g. `turn/start` or `time-context/reading`.
+    pub kind: String,
+    /// The payload object.
+    pub data: JsonObject,
+    /// Whether a reader that does not know `kind` may skip the event (H-EVT-2).
+    pub ignorable: bool,
+    /// The surface effect, for surface-capable types.
+    pub surface: Option<SurfaceOp>,
+    /// Events this one derives from; a replace cites every seq it shadows (H-SURF-1).
+    pub source_event_seqs: Vec<u64>,
+}
+
+impl EventDraft {
+    /// A required, non-surface event of `kind` with `data`.
+    pub fn new(kind: impl Into<String>, data: JsonObject) -> Self {
+        Self {
+            kind: kind.into(),
+            data,
+            ignorable: false,
+            surface: None,
+            source_event_seqs: Vec::new(),
+        }
+    }
+
+    /// A draft whose data is a typed payload serialised to an object.
+    pub fn typed<T: EventData>(data: &T) -> Result<Self, EventError> {
+        let value = serde_json::to_value(data).map_err(|error| EventError::Encode {
+            kind: T::KIND.to_owned(),
+            message: error.to_string(),
+        })?;
+        match value {
+            serde_json::Value::Object(map) => Ok(Self::new(T::KIND, map)),
+            other => Err(EventError::DataNotObject {
+                kind: T::KIND.to_owned(),
+                found: json_kind(&other),
+            }),
+        }
+    }
+
+    /// Sets the surface op.
+    pub fn with_surface(mut self, surface: SurfaceOp) -> Self {
+        self.surface = Some(surface);
+        self
+    }
+
+    /// Sets the source seqs.
+    pub fn with_sources(mut self, seqs: Vec<u64>) -> Self {
+        self.source_event_seqs = seqs;
+        self
+    }
+
+    /// Marks the event ignorable.
+    pub fn ignorable(mut self) -> Self {
+        self.ignorable = true;
+        self
+    }
+}
+
+/// A typed payload of a known event kind.
+pub trait EventData: Serialize + DeserializeOwned {
+    /// The event type string this payload belongs to.
+    const KIND: &'static str;
+}
+
+/// A committed event: immutable, shared as `Arc<Event>` (H-LOG-3).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    seq: u64,
+    time_ms: i64,
+    kind: Box<str>,
+    ignorable: bool,
+    surface: Option<SurfaceOp>,
+    source_event_seqs: Box<[u64]>,
+    /// The exact compact JSON of the envelope.
+    raw: Box<str>,
+    /// Where `data` sits inside `raw`.
+    data_range: Range<u32>,
+}
+
+/// Why an event could not be built, parsed or decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EventError {
+    /// The envelope is not valid JSON or lacks a required field.
+    #[error("malformed event envelope: {0}")]
+    Malformed(String),
+    /// `data` is not a JSON object.
+    #[error("event '{kind}': data must be an object, found {found}")]
+    DataNotObject {
+        /// The event type.
+        kind: String,
+        /// The JSON kind found instead.
+        found: &'static str,
+    },
+    /// `data` breaks H-LOG-2.
+    #[error("event '{kind}': {error}")]
+    NonLossless {
+        /// The event type.
+        kind: String,
+        /// The violation and its pointer (relative to the envelope, e.g. `/data/x`).
+        error: NonLosslessJson,
+    },
+    /// The envelope is too large to index (over 4 GiB).
+    #[error("event too large: {0} bytes")]
+    TooLarge(usize),
+    /// A typed payload could not be serialised.
+    #[error("event '{kind}': cannot encode data: {message}")]
+    Encode {
+        /// The event type.
+        kind: String,
+        /// What serde said.
+        message: String,
+    },
+    /// `data` does not have the shape its kind requires.
+    #[error("event {seq} '{kind}': data does not match its type: {message}")]
+    Decode {
+        /// The event's seq.
+        seq: u64,
+        /// The event type.
+        kind: String,
+        /// What serde said.
+        message: String,
+    },
+}
+
+impl EventError {
+    /// The spec's error code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            EventError::NonLossless { .. } => "NON_LOSSLESS_JSON",
+            EventError::Malformed(_)
+            | EventError::DataNotObject { .. }
+            | EventError::TooLarge(_)
+            | EventError::Encode { .. }
+            | EventError::Decode { .. } => "INVALID_EVENT",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct EnvelopeRef<'a> {
+    seq: u64,
+    time_ms: i64,
+    #[serde(rename = "type", borrow)]
+    kind: Cow<'a, str>,
+    #[serde(borrow)]
+    data: &'a RawValue,
+    #[serde(default)]
+    ignorable: bool,
+    #[serde(default)]
+    surface: Option<SurfaceOp>,
+    #[serde(default)]
+    source_event_seqs: Vec<u64>,
+}
+
+impl Event {
+    /// Builds the committed form of `draft` at `seq` and `time_ms`, checking H-LOG-2.
+    pub fn encode(seq: u64, time_ms: i64, draft: EventDraft) -> Result<Self, EventError> {
+        let EventDraft {
+            kind,
+            data,
+            ignorable,
+            surface,
+            source_event_seqs,
+        } = draft;
+        let data = serde_json::Value::Object(data);
+        check_value(&data).map_err(|error| EventError::NonLossless {
+            kind: kind.clone(),
+            error: error.under("/data"),
+        })?;
+        let encode_error = |error: serde_json::Error| EventError::Encode {
+            kind: kind.clone(),
+            message: error.to_string(),
+        };
+        let kind_json = serde_json::to_string(&kind).map_err(encode_error)?;
+        let data_json = serde_json::to_string(&data).map_err(encode_error)?;
+        let mut raw = String::with_capacity(64 + kind_json.len() + data_json.len());
+        raw.push_str("{\"seq\":");
+        raw.push_str(&seq.to_string());
+        raw.push_str(",\"time_ms\":");
+        raw.push_str(&time_ms.to_string());
+        raw.push_str(",\"type\":");
+        raw.push_str(&kind_json);
+        raw.push_str(",\"data\":");
+        let data_start = raw.len();
+        raw.push_str(&data_json);
+        let data_end = raw.len();
+        if ignorable {
+            raw.push_str(",\"ignorable\":true");
+        }
+        if let Some(surface) = &surface {
+            raw.push_str(",\"surface\":");
+            raw.push_str(&serde_json::to_string(surface).map_err(encode_error)?);
+        }
+        if !source_event_seqs.is_empty() {
+            raw.push_str(",\"source_event_seqs\":");
+            raw.push_str(&serde_json::to_string(&source_event_seqs).map_err(encode_error)?);
+        }
+        raw.push('}');
+        let data_range = to_range(data_start, data_end, raw.len())?;
+        Ok(Self {
+            seq,
+            time_ms,
+            kind: kind.into_boxed_str(),
+            ignorable,
+            surface,
+            source_event_seqs: source_event_seqs.into_boxed_slice(),
+            raw: raw.into_boxed_str(),
+            data_range,
+        })
+    }
+
+    /// Parses a stored or imported envelope line, keeping its bytes verbatim.
+    pub fn parse(raw: impl Into<Box<str>>) -> Result<Self, EventError> {
+        let raw: Box<str> = raw.into();
+        let (header, data_range) = {
+            let envelope: EnvelopeRef<'_> = serde_json::from_str(&raw)
+                .map_err(|error| EventError::Malformed(error.to_string()))?;
+            let data_text = envelope.data.get();
+            if !data_text.starts_with('{') {
+                let found = serde_json::from_str::<serde_json::Value>(data_text)
+                    .map(|value| json_kind(&value))
+                    .unwrap_or("invalid JSON");
+                return Err(EventError::DataNotObject {
+                    kind: envelope.kind.into_owned(),
+                    found,
+                });
+            }
+            check_text(data_text).map_err(|error| EventError::NonLossless {
+                kind: envelope.kind.to_string(),
+                error: error.under("/data"),
+            })?;
+            let start = (data_text.as_ptr() as usize).wrapping_sub(raw.as_ptr() as usize);
+            let end = start.wrapping_add(data_text.len());
+            let in_bounds = raw.get(start..end) == Some(data_text);
+            if !in_bounds {
+                return Err(EventError::Malformed(
+                    "data is not a slice of the envelope".into(),
+                ));
+            }
+            let range = to_range(start, end, raw.len())?;
+            let header = (
+                envelope.seq,
+                envelope.time_ms,
+                envelope.kind.into_owned().into_boxed_str(),
+                envelope.ignorable,
+                envelope.surface,
+                envelope.source_event_seqs.into_boxed_slice(),
+            );
+            (header, range)
+        };
+        let (seq, time_ms, kind, ignorable, surface, source_event_seqs) = header;
+        Ok(Self {
+            seq,
+            time_ms,
+            kind,
+            ignorable,
+            surface,
+            source_event_seqs,
+            raw,
+            data_range,
+        })
+    }
+
+    /// The number of earlier events in the session (H-LOG-1).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// The clock reading at append time, epoch ms; may run backwards (H-GEN-1).
+    pub fn time_ms(&self) -> i64 {
+        self.time_ms
+    }
+
+    /// The event type.
+    pub fn kind(&self) -> &str {
+        &self.kind
+    }
+
+    /// Whether readers that do not know the type may skip it.
+    pub fn is_ignorable(&self) -> bool {
+        self.ignorable
+    }
+
+    /// The surface op, if the event is a surface node.
+    pub fn surface(&self) -> Option<SurfaceOp> {
+        self.surface
+    }
+
+    /// Seqs this event derives from.
+    pub fn source_event_seqs(&self) -> &[u64] {
+        &self.source_event_seqs
+    }
+
+    /// The exact compact JSON of the whole envelope, as stored and exported.
+    pub fn raw_json(&self) -> &str {
+        &self.raw
+    }
+
+    /// The exact JSON text of `data`.
+    pub fn data_json(&self) -> &str {
+        let Range { start, end } = self.data_range.clone();
+        self.raw.get(start as usize..end as usize).unwrap_or("{}")
+    }
+
+    /// `data` as a JSON object (allocates; prefer [`Event::decode`]).
+    pub fn data(&self) -> Result<JsonObject, EventError> {
+        self.decode_as(self.kind())
+    }
+
+    /// Decodes `data` as the typed payload `T`.
+    pub fn decode<T: EventData>(&self) -> Result<T, EventError> {
+        self.decode_as(T::KIND)
+    }
+
+    fn decode_as<T: DeserializeOwned>(&self, kind: &str) -> Result<T, EventError> {
+        serde_json::from_str(self.data_json()).map_err(|error| EventError::Decode {
+            seq: self.seq,
+            kind: kind.to_owned(),
+            message: error.to_string(),
+        })
+    }
+
+    /// Bytes held by this event in memory (for budgets and benchmarks).
+    pub fn heap_bytes(&self) -> usize {
+        self.raw.len() + self.kind.len() + self.source_event_seqs.len() * 8
+    }
+}
+
+fn to_range(start: usize, end: usize, total: usize) -> Result<Range<u32>, EventError> {
+    let too_large = || EventError::TooLarge(total);
+    let start = u32::try_from(start).map_err(|_| too_large())?;
+    let end = u32::try_from(end).map_err(|_| too_large())?;
+    Ok(start..end)
+}
+
+pub(crate) fn json_kind(value: &serde_json::Value) -> &'static str {
+    match value {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn object(value: serde_json::Value) -> JsonObject {
+        match value {
+            serde_json::Value::Object(map) => map,
+            _ => JsonObject::new(),
+        }
+    }
+
+    #[test]
+    fn encode_writes_the_canonical_envelope() {
+        let draft = EventDraft::new("user/message", object(json!({"z": 1, "a": "é"})))
+            .with_surface(SurfaceOp::Replace {
+                start_seq: 2,
+                end_seq: 4,
+            })
+            .with_sources(vec![2, 3, 4]);
+        let event = Event::encode(7, -5, draft).ok();
+        let raw = event.as_ref().map(|event| event.raw_json());
+        assert_eq!(
+            raw,
+            Some(
+                r#"{"seq":7,"time_ms":-5,"type":"user/message","data":{"z":1,"a":"é"},"surface":{"op":"replace","start_seq":2,"end_seq":4},"source_event_seqs":[2,3,4]}"#
+            )
+        );
+        assert_eq!(
+            event.as_ref().map(|event| event.data_json()),
+            Some(r#"{"z":1,"a":"é"}"#)
+        );
+    }
+
+    #[test]
+    fn parse_keeps_bytes_and_unknown_fields() {
+        let line = r#"{"seq":3,"time_ms":10,"type":"x/y","data":{"k":[1,2]},"ignorable":true,"future":{"a":1}}"#;
+        let event = Event::parse(line);
+        assert!(event.is_ok(), "{event:?}");
+        if let Ok(event) = event {
+            assert_eq!(event.raw_json(), line);
+            assert_eq!(event.data_json(), r#"{"k":[1,2]}"#);
+            assert!(event.is_ignorable());
+            assert_eq!(event.seq(), 3);
+        }
+    }
+
+    #[test]
+    fn h_log_2_encode_rejects_negative_zero_with_pointer() {
+        let draft = EventDraft::new("a/b", object(json!({"x": [-0.0]})));
+        let error = Event::encode(0, 0, draft).err();
+        assert_eq!(
+            error.as_ref().map(EventError::code),
+            Some("NON_LOSSLESS_JSON")
+        );
+        assert!(
+            matches!(&error, Some(EventError::NonLossless { error, .. }) if error.pointer == "/data/x/0"),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn parse_rejects_bad_data() {
+        let not_object = Event::parse(r#"{"seq":0,"time_ms":0,"type":"a","data":[1]}"#);
+        assert!(matches!(not_object, Err(EventError::DataNotObject { .. })));
+        let unsafe_int = Event::parse(r#"{"seq":0,"time_ms":0,"type":"a","data":{"n":1e400}}"#);
+        assert!(unsafe_int.is_err());
+        let missing = Event::parse(r#"{"seq":0,"type":"a","data":{}}"#);
+        assert!(matches!(missing, Err(EventError::Malformed(_))));
+    }
+
+    #[test]
+    fn encode_then_parse_is_identity() {
+        let draft = EventDraft::new("k", object(json!({"s": "a\"b\\c\u{1}", "n": 1.5})));
+        let encoded = Event::encode(1, 2, draft);
+        let reparsed = encoded
+            .as_ref()
+            .ok()
+            .map(|event| Event::parse(event.raw_json()));
+        assert_eq!(reparsed, encoded.ok().map(Ok));
+    }
+}

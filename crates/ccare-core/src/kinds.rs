@@ -1,0 +1,356 @@
+//! The host's event types and their typed payloads (spec H-EVT-1, H-EVT-2).
+//!
+//! Each type string is defined once, here, beside its payload struct. Payloads decode
+//! only the fields the host reads; the stored `data` keeps everything else.
+
+use std::borrow::Cow;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::event::EventData;
+use crate::message::Message;
+
+/// How a type is registered: whether it may be skipped and whether it may carry a
+/// surface op.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventTypeSpec {
+    /// The type string; plugin types are `<plugin>/<name>`.
+    pub name: Cow<'static, str>,
+    /// Whether readers that do not know it may skip it.
+    pub ignorable: bool,
+    /// Whether it may carry a surface op (append or replace).
+    pub surface_capable: bool,
+}
+
+impl EventTypeSpec {
+    /// A required type without a surface op.
+    pub const fn plain(name: &'static str) -> Self {
+        Self {
+            name: Cow::Borrowed(name),
+            ignorable: false,
+            surface_capable: false,
+        }
+    }
+
+    /// A required type that may carry a surface op.
+    pub const fn surface(name: &'static str) -> Self {
+        Self {
+            name: Cow::Borrowed(name),
+            ignorable: false,
+            surface_capable: true,
+        }
+    }
+
+    /// An ignorable type.
+    pub const fn ignorable(name: &'static str) -> Self {
+        Self {
+            name: Cow::Borrowed(name),
+            ignorable: true,
+            surface_capable: false,
+        }
+    }
+}
+
+/// `turn/start`.
+pub const TURN_START: &str = "turn/start";
+/// `turn/end`.
+pub const TURN_END: &str = "turn/end";
+/// `step/start`.
+pub const STEP_START: &str = "step/start";
+/// `step/end`.
+pub const STEP_END: &str = "step/end";
+/// `user/message` (surface).
+pub const USER_MESSAGE: &str = "user/message";
+/// `assistant/message` (surface).
+pub const ASSISTANT_MESSAGE: &str = "assistant/message";
+/// `assistant/attempt`.
+pub const ASSISTANT_ATTEMPT: &str = "assistant/attempt";
+/// `tool/call`.
+pub const TOOL_CALL: &str = "tool/call";
+/// `tool/result` (surface).
+pub const TOOL_RESULT: &str = "tool/result";
+/// `request/header`.
+pub const REQUEST_HEADER: &str = "request/header";
+/// `request/context`.
+pub const REQUEST_CONTEXT: &str = "request/context";
+/// `compaction/start`.
+pub const COMPACTION_START: &str = "compaction/start";
+/// `compaction/summary`.
+pub const COMPACTION_SUMMARY: &str = "compaction/summary";
+/// `compaction/end`.
+pub const COMPACTION_END: &str = "compaction/end";
+/// `compaction/prune`.
+pub const COMPACTION_PRUNE: &str = "compaction/prune";
+/// `session/end-seed`.
+pub const SESSION_END_SEED: &str = "session/end-seed";
+/// `llm/retry` (ignorable).
+pub const LLM_RETRY: &str = "llm/retry";
+
+/// Every type the host itself writes (the table in H-EVT-2).
+pub const HOST_EVENT_TYPES: &[EventTypeSpec] = &[
+    EventTypeSpec::plain(TURN_START),
+    EventTypeSpec::plain(TURN_END),
+    EventTypeSpec::plain(STEP_START),
+    EventTypeSpec::plain(STEP_END),
+    EventTypeSpec::surface(USER_MESSAGE),
+    EventTypeSpec::surface(ASSISTANT_MESSAGE),
+    EventTypeSpec::plain(ASSISTANT_ATTEMPT),
+    EventTypeSpec::plain(TOOL_CALL),
+    EventTypeSpec::surface(TOOL_RESULT),
+    EventTypeSpec::plain(REQUEST_HEADER),
+    EventTypeSpec::plain(REQUEST_CONTEXT),
+    EventTypeSpec::plain(COMPACTION_START),
+    EventTypeSpec::plain(COMPACTION_SUMMARY),
+    EventTypeSpec::plain(COMPACTION_END),
+    EventTypeSpec::plain(COMPACTION_PRUNE),
+    EventTypeSpec::plain(SESSION_END_SEED),
+    EventTypeSpec::ignorable(LLM_RETRY),
+];
+
+fn is_false(value: &bool) -> bool {
+    !*value
+}
+
+/// `turn/start{turn}`: turns are 1-based and monotonic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnStart {
+    /// The turn number.
+    pub turn: u32,
+}
+
+impl EventData for TurnStart {
+    const KIND: &'static str = TURN_START;
+}
+
+/// Why a turn ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum TurnEndReason {
+    /// The model finished.
+    Completed,
+    /// Cancelled; `cause` says by whom.
+    Aborted {
+        /// `user`, `hook{plugin,reason}`, `shutdown` or `timeout`.
+        cause: Value,
+    },
+    /// A pre-step hook refused the step.
+    Blocked {
+        /// Who refused.
+        by: String,
+        /// Why.
+        detail: String,
+        /// Plugin messages that were never entered.
+        #[serde(default)]
+        unentered: Vec<Value>,
+    },
+    /// The turn failed.
+    Error {
+        /// The failure (code, message, ...).
+        failure: Value,
+    },
+    /// The model hit its output limit.
+    MaxTokens,
+    /// Crash repair closed a turn that was open when the process died.
+    Interrupted,
+}
+
+/// `turn/end{turn, reason}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TurnEnd {
+    /// The turn number.
+    pub turn: u32,
+    /// Why it ended.
+    pub reason: TurnEndReason,
+    /// Set when crash repair wrote it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub repair: bool,
+}
+
+impl EventData for TurnEnd {
+    const KIND: &'static str = TURN_END;
+}
+
+/// `step/start{turn, step}`: steps are 1-based per turn.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepStart {
+    /// The turn number.
+    pub turn: u32,
+    /// The step number.
+    pub step: u32,
+}
+
+impl EventData for StepStart {
+    const KIND: &'static str = STEP_START;
+}
+
+/// `step/end{turn, step, interrupted?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepEnd {
+    /// The turn number.
+    pub turn: u32,
+    /// The step number.
+    pub step: u32,
+    /// Set when the step was cut short.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub interrupted: bool,
+    /// Set when crash repair wrote it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub repair: bool,
+}
+
+impl EventData for StepEnd {
+    const KIND: &'static str = STEP_END;
+}
+
+/// `user/message{message}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserMessage {
+    /// The message; its `source` says who wrote it.
+    pub message: Message,
+}
+
+impl EventData for UserMessage {
+    const KIND: &'static str = USER_MESSAGE;
+}
+
+/// `assistant/message{turn, step, call_id, provider, model, message, usage?, finish,
+/// interrupted?, stream[]}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AssistantMessage {
+    /// The turn number.
+    pub turn: u32,
+    /// The step number.
+    pub step: u32,
+    /// The provider call that produced it.
+    pub call_id: String,
+    /// The provider name.
+    pub provider: String,
+    /// The model name.
+    pub model: String,
+    /// The assembled message.
+    pub message: Message,
+    /// Token usage, when the provider reported it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::usage::TokenUsage>,
+    /// `stop`, `length`, `tool-calls`, `aborted`, ...
+    pub finish: String,
+    /// Set when the output was cut short and only its visible prefix is kept.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub interrupted: bool,
+    /// The lossless stream records (H-EVT-4).
+    #[serde(default)]
+    pub stream: Vec<Value>,
+}
+
+impl EventData for AssistantMessage {
+    const KIND: &'static str = ASSISTANT_MESSAGE;
+}
+
+/// `tool/call{turn, step, call_id, name, arguments}`: the dispatch marker written just
+/// before a tool body runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The turn number.
+    pub turn: u32,
+    /// The step number.
+    pub step: u32,
+    /// The tool-call block id.
+    pub call_id: String,
+    /// The tool name.
+    pub name: String,
+    /// The arguments.
+    #[serde(default)]
+    pub arguments: Value,
+}
+
+impl EventData for ToolCall {
+    const KIND: &'static str = TOOL_CALL;
+}
+
+/// A tool failure code and message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolError {
+    /// `SCREAMING_SNAKE` code, e.g. `TOOL_NOT_STARTED`.
+    pub code: String,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+/// `tool/result{turn, step, message{[tool-result]}, error?, meta?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolResult {
+    /// The turn number.
+    pub turn: u32,
+    /// The step number.
+    pub step: u32,
+    /// A message holding one tool-result block.
+    pub message: Message,
+    /// The failure, if the tool did not succeed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ToolError>,
+    /// Tool-specific metadata.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Value>,
+    /// Set when crash repair wrote it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub repair: bool,
+}
+
+impl EventData for ToolResult {
+    const KIND: &'static str = TOOL_RESULT;
+}
+
+impl ToolResult {
+    /// The call id this result answers (from its first tool-result block).
+    pub fn call_id(&self) -> Option<&str> {
+        self.message
+            .tool_results()
+            .next()
+            .map(|block| block.call_id.as_str())
+    }
+}
+
+/// `compaction/start{compaction_id, turn?, trigger}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionStart {
+    /// Identifies the transaction.
+    pub compaction_id: String,
+    /// The turn it ran in, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn: Option<u32>,
+    /// What started it.
+    pub trigger: String,
+}
+
+impl EventData for CompactionStart {
+    const KIND: &'static str = COMPACTION_START;
+}
+
+/// `compaction/end{compaction_id, error?}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionEnd {
+    /// Identifies the transaction.
+    pub compaction_id: String,
+    /// The failure code, when it did not complete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Set when crash repair wrote it.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub repair: bool,
+}
+
+impl EventData for CompactionEnd {
+    const KIND: &'static str = COMPACTION_END;
+}
+
+/// `session/end-seed{inherited}`: the first event a fork writes itself.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionEndSeed {
+    /// Always true: everything before this event was inherited.
+    pub inherited: bool,
+}
+
+impl EventData for SessionEndSeed {
+    const KIND: &'static str = SESSION_END_SEED;
+}

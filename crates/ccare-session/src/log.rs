@@ -1,0 +1,382 @@
+//! The in-memory log of one session: events, surface, derived view and state.
+//!
+//! [`SessionLog`] is pure: it does no I/O and takes no locks. [`SessionLog::prepare`]
+//! checks a candidate event against the rules every append obeys (registered type,
+//! payload shape, surface op), and [`SessionLog::apply`] commits it. Opening a stored
+//! session and importing a file replay the same two steps, so a log that loads is a
+//! log that could have been appended.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use ccare_core::{Event, SessionId, SurfaceOp};
+
+use crate::decode::{Decoded, decode};
+use crate::error::AppendError;
+use crate::registry::Registry;
+use crate::state::LogState;
+use crate::view::{DerivedMessage, DerivedView};
+
+/// A live node of the surface.
+#[derive(Debug, Clone)]
+pub struct LiveNode {
+    /// The event's seq.
+    pub seq: u64,
+    facts: NodeFacts,
+    message: Option<DerivedMessage>,
+}
+
+#[derive(Debug, Clone)]
+enum NodeFacts {
+    Plain,
+    ToolCalls(Box<[String]>),
+    ToolResult(String),
+}
+
+/// A checked candidate: the event plus its decoded payload, ready to apply.
+#[derive(Debug)]
+pub struct Candidate {
+    event: Event,
+    decoded: Decoded,
+    known: bool,
+}
+
+impl Candidate {
+    /// The event that would be committed.
+    pub fn event(&self) -> &Event {
+        &self.event
+    }
+
+    /// Its decoded payload.
+    pub fn decoded(&self) -> &Decoded {
+        &self.decoded
+    }
+
+    /// Whether its type is registered (unknown ignorable events are kept, never derived).
+    pub fn is_known(&self) -> bool {
+        self.known
+    }
+}
+
+/// The in-memory log of one session.
+#[derive(Debug, Clone)]
+pub struct SessionLog {
+    id: SessionId,
+    events: Vec<Arc<Event>>,
+    surface: Vec<LiveNode>,
+    view: Vec<DerivedMessage>,
+    replace_generation: u64,
+    content_generation: u64,
+    state: LogState,
+    view_cache: Option<DerivedView>,
+}
+
+impl SessionLog {
+    /// An empty log.
+    pub fn new(id: SessionId) -> Self {
+        Self {
+            id,
+            events: Vec::new(),
+            surface: Vec::new(),
+            view: Vec::new(),
+            replace_generation: 0,
+            content_generation: 0,
+            state: LogState::default(),
+            view_cache: None,
+        }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &SessionId {
+        &self.id
+    }
+
+    /// The number of events (the next seq).
+    pub fn head(&self) -> u64 {
+        self.events.len() as u64
+    }
+
+    /// Every event, shadowed ones included (H-LOG-3).
+    pub fn events(&self) -> &[Arc<Event>] {
+        &self.events
+    }
+
+    /// The event at `seq`.
+    pub fn event_at(&self, seq: u64) -> Option<&Arc<Event>> {
+        usize::try_from(seq)
+            .ok()
+            .and_then(|index| self.events.get(index))
+    }
+
+    /// The newest event of `kind`, searching backwards.
+    pub fn last_of_kind(&self, kind: &str) -> Option<&Arc<Event>> {
+        self.events.iter().rev().find(|event| event.kind() == kind)
+    }
+
+    /// The live nodes, in surface order.
+    pub fn surface(&self) -> &[LiveNode] {
+        &self.surface
+    }
+
+    /// The live seqs, in surface order.
+    pub fn live_seqs(&self) -> Vec<u64> {
+        self.surface.iter().map(|node| node.seq).collect()
+    }
+
+    /// How many replaces the surface has seen.
+    pub fn replace_generation(&self) -> u64 {
+        self.replace_generation
+    }
+
+    /// The open turn/step/call/compaction state.
+    pub fn state(&self) -> &LogState {
+        &self.state
+    }
+
+    /// The derived model view, cached by `(head, replace_generation, content_generation)`.
+    pub fn derived_view(&mut self) -> DerivedView {
+        let head = self.head();
+        if let Some(cached) = &self.view_cache {
+            if cached.head == head
+                && cached.replace_generation == self.replace_generation
+                && cached.content_generation == self.content_generation
+            {
+                return cached.clone();
+            }
+        }
+        let view = DerivedView {
+            head,
+            replace_generation: self.replace_generation,
+            content_generation: self.content_generation,
+            messages: self.view.iter().cloned().collect(),
+        };
+        self.view_cache = Some(view.clone());
+        view
+    }
+
+    /// The derived messages without building a snapshot.
+    pub fn derived_messages(&self) -> &[DerivedMessage] {
+        &self.view
+    }
+
+    /// Checks `event` (already encoded at `seq = head`) against the type registry, its
+    /// payload shape and the surface rules.
+    pub fn prepare(&self, event: Event, registry: &Registry) -> Result<Candidate, AppendError> {
+        let seq = event.seq();
+        let Some(spec) = registry.event_type(event.kind()) else {
+            if event.is_ignorable() {
+                return Ok(Candidate {
+                    event,
+                    decoded: Decoded::Other,
+                    known: false,
+                });
+            }
+            return Err(AppendError::UnregisteredType {
+                session: self.id.clone(),
+                kind: event.kind().to_owned(),
+            });
+        };
+        let decoded = decode(&event).map_err(|error| AppendError::InvalidData {
+            session: self.id.clone(),
+            kind: event.kind().to_owned(),
+            message: error.to_string(),
+        })?;
+        if let Err(reason) = self.check_surface(&event, &decoded, spec.surface_capable) {
+            return Err(AppendError::InvalidSurface {
+                session: self.id.clone(),
+                seq,
+                reason,
+            });
+        }
+        Ok(Candidate {
+            event,
+            decoded,
+            known: true,
+        })
+    }
+
+    fn check_surface(
+        &self,
+        event: &Event,
+        decoded: &Decoded,
+        surface_capable: bool,
+    ) -> Result<(), String> {
+        let seq = event.seq();
+        if let Some(cited) = event
+            .source_event_seqs()
+            .iter()
+            .find(|cited| **cited >= seq)
+        {
+            return Err(format!(
+                "source_event_seqs cites seq {cited}, which is not earlier"
+            ));
+        }
+        let Some(op) = event.surface() else {
+            return Ok(());
+        };
+        if !surface_capable {
+            return Err(format!("type '{}' cannot carry a surface op", event.kind()));
+        }
+        match op {
+            SurfaceOp::Append => {
+                if let Decoded::ToolResult { call_id, .. } = decoded {
+                    let open = self
+                        .state
+                        .calls
+                        .iter()
+                        .any(|call| &call.id == call_id && !call.answered);
+                    if self.state.open_step.is_none() || !open {
+                        return Err(format!(
+                            "tool result for '{call_id}' answers no open call of the latest assistant message in its step"
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            SurfaceOp::Replace { start_seq, end_seq } => {
+                self.check_replace(event, decoded, start_seq, end_seq)
+            }
+        }
+    }
+
+    fn position(&self, seq: u64) -> Option<usize> {
+        self.surface.iter().position(|node| node.seq == seq)
+    }
+
+    fn check_replace(
+        &self,
+        event: &Event,
+        decoded: &Decoded,
+        start_seq: u64,
+        end_seq: u64,
+    ) -> Result<(), String> {
+        let start = self
+            .position(start_seq)
+            .ok_or_else(|| format!("replace start {start_seq} is not a live node"))?;
+        let end = self
+            .position(end_seq)
+            .ok_or_else(|| format!("replace end {end_seq} is not a live node"))?;
+        if start > end {
+            return Err(format!(
+                "replace start {start_seq} comes after end {end_seq} on the surface"
+            ));
+        }
+        let span = &self.surface[start..=end];
+        let cited: HashSet<u64> = event.source_event_seqs().iter().copied().collect();
+        if let Some(missing) = span.iter().find(|node| !cited.contains(&node.seq)) {
+            return Err(format!(
+                "source_event_seqs does not cite shadowed seq {}",
+                missing.seq
+            ));
+        }
+        if let Decoded::ToolResult { call_id, .. } = decoded {
+            // A replacing tool result (pruning) stands for exactly the one result it shadows.
+            return match span {
+                [
+                    LiveNode {
+                        facts: NodeFacts::ToolResult(shadowed),
+                        ..
+                    },
+                ] if shadowed == call_id => Ok(()),
+                _ => Err(format!(
+                    "a replacing tool result must shadow exactly the one result of call '{call_id}'"
+                )),
+            };
+        }
+        self.check_batches_whole(start, end)
+    }
+
+    /// H-SURF-2: every tool batch (an assistant message with calls plus the live results
+    /// answering them) lies wholly inside or wholly outside `start..=end`.
+    fn check_batches_whole(&self, start: usize, end: usize) -> Result<(), String> {
+        let mut owner_of_call: HashMap<&str, usize> = HashMap::new();
+        for (position, node) in self.surface.iter().enumerate() {
+            if let NodeFacts::ToolCalls(ids) = &node.facts {
+                for id in ids.iter() {
+                    owner_of_call.insert(id.as_str(), position);
+                }
+            }
+        }
+        let inside = |position: usize| (start..=end).contains(&position);
+        for (position, node) in self.surface.iter().enumerate() {
+            if let NodeFacts::ToolResult(call_id) = &node.facts {
+                if let Some(&owner) = owner_of_call.get(call_id.as_str()) {
+                    if inside(owner) != inside(position) {
+                        return Err(format!(
+                            "replace would split the tool batch of seq {} (result seq {} for call '{call_id}')",
+                            self.surface[owner].seq, node.seq
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits a prepared candidate.
+    pub fn apply(&mut self, candidate: Candidate) -> Arc<Event> {
+        let Candidate {
+            event,
+            decoded,
+            known,
+        } = candidate;
+        let event = Arc::new(event);
+        let seq = event.seq();
+        self.events.push(event.clone());
+        if !known {
+            return event;
+        }
+        self.state.apply(seq, &decoded);
+        if let Some(op) = event.surface() {
+            let message = decoded
+                .derived_message()
+                .map(|(role, message)| DerivedMessage {
+                    seq,
+                    role,
+                    message: message.clone(),
+                });
+            let facts = node_facts(&decoded);
+            let node = LiveNode {
+                seq,
+                facts,
+                message,
+            };
+            match op {
+                SurfaceOp::Append => {
+                    if let Some(message) = &node.message {
+                        self.view.push(message.clone());
+                    }
+                    self.surface.push(node);
+                }
+                SurfaceOp::Replace { start_seq, end_seq } => {
+                    // `prepare` proved both ends live and ordered.
+                    if let (Some(start), Some(end)) =
+                        (self.position(start_seq), self.position(end_seq))
+                    {
+                        self.surface.splice(start..=end, [node]);
+                    }
+                    self.replace_generation += 1;
+                    self.view = self
+                        .surface
+                        .iter()
+                        .filter_map(|node| node.message.clone())
+                        .collect();
+                }
+            }
+        }
+        event
+    }
+}
+
+fn node_facts(decoded: &Decoded) -> NodeFacts {
+    if let Decoded::AssistantMessage { message, .. } = decoded {
+        let ids: Box<[String]> = message.tool_calls().map(|call| call.id.clone()).collect();
+        if !ids.is_empty() {
+            return NodeFacts::ToolCalls(ids);
+        }
+    }
+    if let Decoded::ToolResult { call_id, .. } = decoded {
+        return NodeFacts::ToolResult(call_id.clone());
+    }
+    NodeFacts::Plain
+}

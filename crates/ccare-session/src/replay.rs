@@ -1,0 +1,111 @@
+//! Rebuilding a [`SessionLog`] from stored or imported envelopes, with the audit of
+//! H-VAL-3: the same checks an append makes, in the same order, event by event.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use ccare_core::{Event, SessionId};
+
+use crate::error::{AppendError, LoadError, Violation};
+use crate::log::SessionLog;
+use crate::registry::Registry;
+use crate::validate::Validator;
+
+/// How a load or import treats validator violations (`[validators]`, H-VAL-3).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LoadPolicy {
+    /// Violations are fatal (`validators.strict_load`).
+    pub strict: bool,
+    /// Only these validators run, when set (`validators.allow`).
+    pub allow: Option<Vec<String>>,
+    /// These validators never run (`validators.deny`).
+    pub deny: Vec<String>,
+}
+
+impl LoadPolicy {
+    fn selects(&self, validator: &dyn Validator) -> bool {
+        let name = validator.name();
+        let allowed = self
+            .allow
+            .as_ref()
+            .is_none_or(|allow| allow.iter().any(|allowed| allowed == name));
+        allowed && !self.deny.iter().any(|denied| denied == name)
+    }
+}
+
+/// A replayed log and the violations its audit found.
+#[derive(Debug, Clone)]
+pub struct Replayed {
+    /// The rebuilt log.
+    pub log: SessionLog,
+    /// Validator objections, in seq order (fatal only under `strict`).
+    pub violations: Vec<Violation>,
+}
+
+/// Replays `rows` (envelope JSON texts, in seq order from 0).
+pub fn replay<I>(
+    session: &SessionId,
+    rows: I,
+    registry: &Registry,
+    policy: &LoadPolicy,
+) -> Result<Replayed, LoadError>
+where
+    I: IntoIterator,
+    I::Item: Into<Box<str>>,
+{
+    let validators: Vec<Arc<dyn Validator>> = registry
+        .validators()
+        .into_iter()
+        .filter(|validator| policy.selects(validator.as_ref()))
+        .collect();
+    let mut log = SessionLog::new(session.clone());
+    let mut violations = Vec::new();
+    for row in rows {
+        let position = log.head();
+        let event = Event::parse(row).map_err(|error| LoadError::BadEvent {
+            session: session.clone(),
+            seq: position,
+            error,
+        })?;
+        if event.seq() != position {
+            return Err(LoadError::SeqMismatch {
+                session: session.clone(),
+                position,
+                found: event.seq(),
+            });
+        }
+        let candidate = log.prepare(event, registry).map_err(|error| match error {
+            AppendError::UnregisteredType { kind, .. } => LoadError::UnknownRequired {
+                session: session.clone(),
+                seq: position,
+                kind,
+            },
+            other => LoadError::Invalid {
+                session: session.clone(),
+                seq: position,
+                error: Box::new(other),
+            },
+        })?;
+        for validator in &validators {
+            let verdict = catch_unwind(AssertUnwindSafe(|| validator.check(&log, &candidate)));
+            let message = match verdict {
+                Ok(Ok(())) => continue,
+                Ok(Err(veto)) => veto.message,
+                Err(_) => "the validator panicked".to_owned(),
+            };
+            violations.push(Violation {
+                seq: position,
+                validator: validator.name().to_owned(),
+                message,
+            });
+        }
+        log.apply(candidate);
+    }
+    if policy.strict && !violations.is_empty() {
+        return Err(LoadError::Violations {
+            session: session.clone(),
+            violations,
+        });
+    }
+    Ok(Replayed { log, violations })
+}

@@ -1,0 +1,467 @@
+//! [`Session`]: the one writer of a session's log (spec H-LOG-4, H-LOG-5, H-STORE-5/6).
+//!
+//! An append is synchronous and cancellation-safe: it checks the event, runs the
+//! validators, commits it to memory, hands it to the store (which orders it at once)
+//! and runs the synchronous observers, all under the session's lock. Durability is
+//! awaited separately with [`Session::flush`] (or [`Session::append_durable`]): the
+//! store commits queued appends together, so many appends share one fsync.
+
+use std::cell::RefCell;
+use std::collections::{HashMap, VecDeque};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, Waker};
+
+use ccare_core::{Clock, Event, EventDraft, SessionId};
+use ccare_store::{SessionRecord, Store, StoreError, StoredEvent, Ticket};
+use parking_lot::ReentrantMutex;
+use tokio::sync::broadcast;
+
+use crate::error::AppendError;
+use crate::log::SessionLog;
+use crate::observe::Lifecycle;
+use crate::projection::{
+    AnyState, Checkpoint, PROJECTION_DOMAIN, Projection, ProjectionError, Slot,
+};
+use crate::registry::Registry;
+use crate::view::DerivedView;
+
+/// How many events pass between automatic projection checkpoints (H-PROJ-3).
+pub const CHECKPOINT_EVERY: u64 = 512;
+
+/// Capacity of the broadcast of committed events; a subscriber further behind lags and
+/// catches up from the log.
+const BROADCAST_CAPACITY: usize = 1024;
+
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// Sessions whose validators or observers are running on this thread.
+    static DISPATCHING: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+}
+
+struct DispatchGuard(u64);
+
+impl DispatchGuard {
+    fn enter(instance: u64) -> Self {
+        DISPATCHING.with(|stack| stack.borrow_mut().push(instance));
+        Self(instance)
+    }
+}
+
+impl Drop for DispatchGuard {
+    fn drop(&mut self) {
+        DISPATCHING.with(|stack| {
+            let mut stack = stack.borrow_mut();
+            if let Some(position) = stack.iter().rposition(|instance| *instance == self.0) {
+                stack.remove(position);
+            }
+        });
+    }
+}
+
+fn is_dispatching(instance: u64) -> bool {
+    DISPATCHING.with(|stack| stack.borrow().contains(&instance))
+}
+
+/// The session's header, as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionHeader {
+    /// The session id.
+    pub id: SessionId,
+    /// Creation time, epoch ms.
+    pub created_ms: i64,
+    /// The session it was forked from.
+    pub parent: Option<SessionId>,
+    /// How many events it inherited.
+    pub seed_length: Option<u64>,
+    /// Free-form metadata (a JSON object's text).
+    pub meta_json: String,
+    /// This store's incarnation of it.
+    pub incarnation: String,
+}
+
+impl From<SessionRecord> for SessionHeader {
+    fn from(record: SessionRecord) -> Self {
+        Self {
+            id: record.id,
+            created_ms: record.created_ms,
+            parent: record.parent,
+            seed_length: record.seed_length,
+            meta_json: record.meta_json,
+            incarnation: record.incarnation,
+        }
+    }
+}
+
+struct Shared {
+    log: SessionLog,
+    pending: VecDeque<Ticket<u64>>,
+    fence: Option<StoreError>,
+    slots: HashMap<String, Slot>,
+}
+
+struct Inner {
+    instance: u64,
+    header: SessionHeader,
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    registry: Arc<Registry>,
+    shared: ReentrantMutex<RefCell<Shared>>,
+    events: broadcast::Sender<Arc<Event>>,
+}
+
+/// An open session: a cheap, cloneable handle.
+#[derive(Clone)]
+pub struct Session {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Session")
+            .field("id", &self.inner.header.id)
+            .field("head", &self.head())
+            .finish()
+    }
+}
+
+impl Session {
+    pub(crate) fn from_log(
+        header: SessionHeader,
+        log: SessionLog,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        registry: Arc<Registry>,
+    ) -> Self {
+        let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
+        Self {
+            inner: Arc::new(Inner {
+                instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+                header,
+                store,
+                clock,
+                registry,
+                shared: ReentrantMutex::new(RefCell::new(Shared {
+                    log,
+                    pending: VecDeque::new(),
+                    fence: None,
+                    slots: HashMap::new(),
+                })),
+                events,
+            }),
+        }
+    }
+
+    /// The session id.
+    pub fn id(&self) -> &SessionId {
+        &self.inner.header.id
+    }
+
+    /// The stored header.
+    pub fn header(&self) -> &SessionHeader {
+        &self.inner.header
+    }
+
+    /// The number of events (the next seq).
+    pub fn head(&self) -> u64 {
+        self.with_log(SessionLog::head)
+    }
+
+    /// Reads the in-memory log under the session's lock. Safe to call from observers.
+    pub fn with_log<T>(&self, read: impl FnOnce(&SessionLog) -> T) -> T {
+        let guard = self.inner.shared.lock();
+        let shared = guard.borrow();
+        read(&shared.log)
+    }
+
+    /// The derived model view (H-SURF-4), cached until the log changes.
+    pub fn derived_view(&self) -> DerivedView {
+        let guard = self.inner.shared.lock();
+        let mut shared = guard.borrow_mut();
+        shared.log.derived_view()
+    }
+
+    /// The event at `seq`, shadowed or not.
+    pub fn event_at(&self, seq: u64) -> Option<Arc<Event>> {
+        self.with_log(|log| log.event_at(seq).cloned())
+    }
+
+    /// A receiver of every event committed from now on. A receiver that falls more than
+    /// a thousand events behind gets `Lagged` and should re-read from the log.
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+        self.inner.events.subscribe()
+    }
+
+    /// The store error that fenced this session, if any (H-STORE-6).
+    pub fn fence(&self) -> Option<StoreError> {
+        let guard = self.inner.shared.lock();
+        let mut shared = guard.borrow_mut();
+        drain_settled(&mut shared);
+        shared.fence.clone()
+    }
+
+    /// Appends `draft`, returning the committed event. The event is in memory and queued
+    /// in the store; await [`Session::flush`] for durability.
+    pub fn append(&self, draft: EventDraft) -> Result<Arc<Event>, AppendError> {
+        let inner = &*self.inner;
+        let session = || inner.header.id.clone();
+        if is_dispatching(inner.instance) {
+            return Err(AppendError::Reentrant { session: session() });
+        }
+        let guard = inner.shared.lock();
+        let event = {
+            let mut shared = guard.borrow_mut();
+            drain_settled(&mut shared);
+            if let Some(cause) = &shared.fence {
+                return Err(AppendError::Fenced {
+                    session: session(),
+                    cause: cause.clone(),
+                });
+            }
+            let seq = shared.log.head();
+            let event =
+                Event::encode(seq, inner.clock.now_ms(), draft).map_err(|error| match error {
+                    ccare_core::EventError::NonLossless { error, .. } => AppendError::NonLossless {
+                        session: session(),
+                        error,
+                    },
+                    other => AppendError::Event {
+                        session: session(),
+                        error: other,
+                    },
+                })?;
+            let candidate = shared.log.prepare(event, &inner.registry)?;
+            {
+                let _dispatch = DispatchGuard::enter(inner.instance);
+                for validator in inner.registry.validators() {
+                    let verdict = catch_unwind(AssertUnwindSafe(|| {
+                        validator.check(&shared.log, &candidate)
+                    }));
+                    let message = match verdict {
+                        Ok(Ok(())) => continue,
+                        Ok(Err(veto)) => veto.message,
+                        Err(_) => "the validator panicked".to_owned(),
+                    };
+                    return Err(AppendError::Vetoed {
+                        session: session(),
+                        seq,
+                        validator: validator.name().to_owned(),
+                        message,
+                    });
+                }
+            }
+            let event = shared.log.apply(candidate);
+            let row = StoredEvent {
+                seq,
+                json: event.raw_json().into(),
+            };
+            let ticket = inner.store.append(&inner.header.id, seq, vec![row]);
+            shared.pending.push_back(ticket);
+            if (seq + 1) % CHECKPOINT_EVERY == 0 {
+                let shared = &mut *shared;
+                checkpoint_slots(inner, &shared.log, &mut shared.slots);
+            }
+            event
+        };
+        {
+            let _dispatch = DispatchGuard::enter(inner.instance);
+            for observer in inner.registry.observers() {
+                let outcome = catch_unwind(AssertUnwindSafe(|| {
+                    observer.on_event(&inner.header.id, &event)
+                }));
+                let failure = match outcome {
+                    Ok(Ok(())) => continue,
+                    Ok(Err(error)) => error.0,
+                    Err(_) => "observer panicked".to_owned(),
+                };
+                tracing::warn!(
+                    observer = observer.name(),
+                    session = %inner.header.id,
+                    seq = event.seq(),
+                    error = %failure,
+                    "observer failed"
+                );
+            }
+            // No subscriber is not an error.
+            let _ = inner.events.send(event.clone());
+        }
+        drop(guard);
+        Ok(event)
+    }
+
+    /// Appends and waits until the event is durable.
+    pub async fn append_durable(&self, draft: EventDraft) -> Result<Arc<Event>, AppendError> {
+        let event = self.append(draft)?;
+        self.flush().await.map_err(|cause| AppendError::Fenced {
+            session: self.id().clone(),
+            cause,
+        })?;
+        Ok(event)
+    }
+
+    /// Waits until every event appended so far is durable. A write error fences the
+    /// session and is returned (H-STORE-4, H-STORE-6).
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let (tickets, flushed) = {
+            let guard = self.inner.shared.lock();
+            let mut shared = guard.borrow_mut();
+            if let Some(fence) = &shared.fence {
+                return Err(fence.clone());
+            }
+            let tickets: Vec<_> = shared.pending.drain(..).collect();
+            (tickets, self.inner.store.flush())
+        };
+        let mut failure = flushed.await.err();
+        for ticket in tickets {
+            if let Err(error) = ticket.await {
+                failure.get_or_insert(error);
+            }
+        }
+        match failure {
+            None => Ok(()),
+            Some(error) => {
+                let guard = self.inner.shared.lock();
+                let mut shared = guard.borrow_mut();
+                shared.fence.get_or_insert(error.clone());
+                Err(error)
+            }
+        }
+    }
+
+    /// The state of projection `P` at the head, folding lazily from the last known
+    /// position (restored from a checkpoint on first use, H-PROJ-2/3).
+    pub async fn state_of<P: Projection>(
+        &self,
+        key: &str,
+    ) -> Result<Arc<P::State>, ProjectionError> {
+        let projection = self
+            .inner
+            .registry
+            .projection(key)
+            .ok_or_else(|| ProjectionError::Unknown(key.to_owned()))?;
+        let needs_restore = {
+            let guard = self.inner.shared.lock();
+            let shared = guard.borrow();
+            !shared.slots.contains_key(key)
+        };
+        if needs_restore {
+            let mut slot = Slot::fresh(projection.clone());
+            let stored = self
+                .inner
+                .store
+                .kv_get(PROJECTION_DOMAIN, &checkpoint_key(self.id(), key))
+                .await
+                .ok()
+                .flatten();
+            if let Some(entry) = stored {
+                if let Ok(checkpoint) = serde_json::from_slice::<Checkpoint>(&entry.value) {
+                    let head = self.head();
+                    slot.restore(
+                        checkpoint,
+                        entry.version,
+                        &self.inner.header.incarnation,
+                        head,
+                    );
+                } else {
+                    slot.kv_version = Some(entry.version);
+                }
+            }
+            let guard = self.inner.shared.lock();
+            let mut shared = guard.borrow_mut();
+            shared.slots.entry(key.to_owned()).or_insert(slot);
+        }
+        let guard = self.inner.shared.lock();
+        let mut shared = guard.borrow_mut();
+        let shared = &mut *shared;
+        let slot = shared
+            .slots
+            .get_mut(key)
+            .ok_or_else(|| ProjectionError::Unknown(key.to_owned()))?;
+        slot.catch_up(shared.log.events());
+        if let Some(seq) = slot.failed_at {
+            return Err(ProjectionError::Failed {
+                key: key.to_owned(),
+                seq,
+            });
+        }
+        let state: AnyState = slot.state.clone();
+        state
+            .downcast::<P::State>()
+            .map_err(|_| ProjectionError::WrongType(key.to_owned()))
+    }
+
+    /// Writes a checkpoint of every projection in use (best-effort) and waits for it.
+    pub async fn checkpoint_projections(&self) -> Result<(), StoreError> {
+        {
+            let guard = self.inner.shared.lock();
+            let mut shared = guard.borrow_mut();
+            let shared = &mut *shared;
+            checkpoint_slots(&self.inner, &shared.log, &mut shared.slots);
+        }
+        self.flush().await
+    }
+
+    /// Flushes, checkpoints projections and tells observers the session closed.
+    pub async fn close(&self) -> Result<(), StoreError> {
+        let flushed = self.checkpoint_projections().await;
+        for observer in self.inner.registry.observers() {
+            let notice = Lifecycle::Closed(self.id().clone());
+            if let Ok(Err(error)) =
+                catch_unwind(AssertUnwindSafe(|| observer.on_lifecycle(&notice)))
+            {
+                tracing::warn!(observer = observer.name(), session = %self.id(), error = %error, "observer failed on close");
+            }
+        }
+        flushed
+    }
+}
+
+fn checkpoint_key(session: &SessionId, projection: &str) -> String {
+    format!("{session}/{projection}")
+}
+
+/// Folds every slot to the head and queues a checkpoint for the ones that moved.
+fn checkpoint_slots(inner: &Inner, log: &SessionLog, slots: &mut HashMap<String, Slot>) {
+    for (key, slot) in slots.iter_mut() {
+        slot.catch_up(log.events());
+        if slot.checkpointed_seq == Some(slot.next_seq) {
+            continue;
+        }
+        let Some(checkpoint) = slot.checkpoint(&inner.header.incarnation) else {
+            continue;
+        };
+        let Ok(bytes) = serde_json::to_vec(&checkpoint) else {
+            continue;
+        };
+        // Best-effort: a lost race leaves a stale checkpoint, which the next restore
+        // refolds from (its seq is behind the head, never ahead of it).
+        let _ticket = inner.store.kv_cas(
+            PROJECTION_DOMAIN,
+            &checkpoint_key(&inner.header.id, key),
+            slot.kv_version,
+            Some(bytes),
+        );
+        slot.kv_version = Some(slot.kv_version.map_or(1, |version| version + 1));
+        slot.checkpointed_seq = Some(slot.next_seq);
+    }
+}
+
+/// Pops tickets that have already resolved; the first failure fences the session.
+fn drain_settled(shared: &mut Shared) {
+    let mut context = Context::from_waker(Waker::noop());
+    while let Some(front) = shared.pending.front_mut() {
+        match front.as_mut().poll(&mut context) {
+            Poll::Pending => break,
+            Poll::Ready(Ok(_)) => {
+                shared.pending.pop_front();
+            }
+            Poll::Ready(Err(error)) => {
+                shared.pending.pop_front();
+                shared.fence.get_or_insert(error);
+            }
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! Durable storage for context-care sessions and plugin state.
+//!
+//! The [`Store`] trait is the seam between the session engine and a database. It knows
+//! session ids, seqs and bytes (each event is its envelope's JSON text), never messages.
+//! Principal types:
+//! - [`Store`]: create and list sessions, append events with the expected next seq
+//!   (optimistic concurrency, spec H-STORE-1), read ranges forward and backward, KV rows
+//!   with versioned compare-and-swap (H-STORE-2), and an awaited [`Store::flush`].
+//! - [`SqliteStore`]: the embedded default (H-STORE-3/4): WAL, `synchronous=FULL`, one
+//!   writer thread that commits queued operations together (group commit), readers on
+//!   their own connections.
+//!
+//! Writes are *ordered at call time*: the operation is queued before the method returns,
+//! and the returned [`Ticket`] resolves once it is durable (or failed). So a caller may
+//! issue many appends without awaiting each one, and await only the last or a flush.
+//!
+//! This crate does not parse event JSON beyond what its own integrity checks need, and
+//! no SQLite type appears in its API: PostgreSQL comes later behind the same trait.
+
+#![deny(missing_docs)]
+
+mod error;
+mod sqlite;
+mod types;
+
+pub use error::StoreError;
+pub use sqlite::{SqliteConfig, SqliteStore};
+pub use types::{
+    Incarnation, KvEntry, KvPage, MAX_KV_KEY_BYTES, MAX_KV_VALUE_BYTES, NewSession, ReadDirection,
+    ReadRange, SessionQuery, SessionRecord, Store, StoreFuture, StoredEvent, Ticket,
+};

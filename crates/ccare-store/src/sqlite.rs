@@ -1,0 +1,1471 @@
+//! The SQLite backend (spec H-STORE-3/4).
+//!
+//! # Layout
+//!
+//! One file holds three tables (`sessions`, `events`, `kv`) in WAL mode with
+//! `synchronous=FULL`; `PRAGMA user_version` is the schema version
+//! ([`SqliteStore::SCHEMA_VERSION`]). Every connection has a busy timeout
+//! ([`SqliteStore::BUSY_TIMEOUT`]), so two stores on one file (in one process or two)
+//! take turns instead of failing.
+//!
+//! # Writes: one thread, group commit
+//!
+//! A single writer thread owns the only read-write connection. Each write method sends
+//! its operation down a channel before it returns (so a caller's operations are applied
+//! in the order it made them) and hands back a [`Ticket`] that resolves from a
+//! `oneshot` once the operation's transaction has committed (or failed).
+//!
+//! The writer blocks for the first operation of a group, opens one `BEGIN IMMEDIATE`
+//! transaction, applies it, then keeps taking operations that are *already queued*
+//! (never waiting) and applies them in the same transaction, until the queue is
+//! momentarily empty, [`SqliteConfig::max_group_ops`] operations are in the group, or a
+//! flush is taken. Then it commits and resolves the group's tickets in queue order.
+//! It never lingers for more work, so a group commits well within
+//! [`SqliteConfig::commit_window_ms`] of its first operation (the window is only an
+//! upper bound, H-STORE-4); the batching comes from what piles up while the previous
+//! commit is syncing.
+//!
+//! Inside the group each operation first checks its preconditions (session exists,
+//! head, CAS version, limits) and writes only when they hold, so an operation that fails
+//! logically (`Conflict`, `CasConflict`, `SessionExists`, `UnknownSession`, `Invalid`)
+//! leaves nothing behind and does not disturb the rest of the group. A database error
+//! (I/O, disk full, busy past the timeout, a constraint the checks did not foresee)
+//! rolls the whole transaction back and fails *every* operation of the group with
+//! [`StoreError::Backend`]; nothing of that group is written.
+//!
+//! # Unreported errors and flush
+//!
+//! An error is *reported* when it is handed to a live ticket. When the ticket was
+//! already dropped the writer keeps the error, and the next flush returns it: only the
+//! oldest such error is kept (later ones are logged and discarded), and returning it
+//! clears it. A flush in a failed group returns that group's error.
+//!
+//! # Reads
+//!
+//! Reads run on `tokio::task::spawn_blocking` (so they need a tokio runtime) with one of
+//! [`SqliteConfig::read_connections`] read-only connections; a read waits for a free
+//! connection. A multi-statement read runs in one read transaction, so it sees one
+//! snapshot. Rows are checked: an event body must be UTF-8 TEXT and the seqs of a range
+//! must have no gap, else [`StoreError::Corrupt`].
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use ccare_core::SessionId;
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
+use tokio::sync::oneshot;
+
+use crate::error::StoreError;
+use crate::types::{
+    Incarnation, KvEntry, KvPage, MAX_KV_KEY_BYTES, MAX_KV_VALUE_BYTES, NewSession, ReadDirection,
+    ReadRange, SessionQuery, SessionRecord, Store, StoreFuture, StoredEvent, Ticket,
+};
+
+/// Where and how a [`SqliteStore`] keeps its data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqliteConfig {
+    /// The database file; created with its schema when missing (its directory is not).
+    pub path: PathBuf,
+    /// The longest a queued write may wait for its group to commit (H-STORE-4,
+    /// default 200). The writer commits as soon as the queue is empty, so this is only
+    /// an upper bound; it never lingers to collect more work.
+    pub commit_window_ms: u64,
+    /// The most operations one group transaction takes (default 4096; 0 counts as 1).
+    pub max_group_ops: usize,
+    /// How many read-only connections serve reads (default 2; 0 counts as 1).
+    pub read_connections: usize,
+}
+
+impl SqliteConfig {
+    /// The default [`SqliteConfig::commit_window_ms`].
+    pub const DEFAULT_COMMIT_WINDOW_MS: u64 = 200;
+    /// The default [`SqliteConfig::max_group_ops`].
+    pub const DEFAULT_MAX_GROUP_OPS: usize = 4096;
+    /// The default [`SqliteConfig::read_connections`].
+    pub const DEFAULT_READ_CONNECTIONS: usize = 2;
+
+    /// A configuration for the database at `path`, with the defaults.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self {
+            path: path.into(),
+            commit_window_ms: Self::DEFAULT_COMMIT_WINDOW_MS,
+            max_group_ops: Self::DEFAULT_MAX_GROUP_OPS,
+            read_connections: Self::DEFAULT_READ_CONNECTIONS,
+        }
+    }
+}
+
+/// The embedded SQLite [`Store`]: a cheap, cloneable handle.
+///
+/// The writer thread and the read connections live until [`SqliteStore::close`] or
+/// until the last handle is dropped; either way every write queued before then is
+/// committed first. Both block the calling thread while the queue drains.
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("SqliteStore")
+            .field("path", &self.inner.path)
+            .field("closed", &self.inner.closed.load(Ordering::Acquire))
+            .finish()
+    }
+}
+
+struct Inner {
+    path: PathBuf,
+    queue: Mutex<Option<mpsc::Sender<Op>>>,
+    writer: Mutex<Option<JoinHandle<Option<StoreError>>>>,
+    readers: Arc<ReadPool>,
+    closed: AtomicBool,
+}
+
+type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+
+/// A queued write.
+enum Op {
+    Create {
+        session: NewSession,
+        events: Vec<StoredEvent>,
+        reply: Reply<Incarnation>,
+    },
+    Append {
+        session: SessionId,
+        expected: u64,
+        events: Vec<StoredEvent>,
+        reply: Reply<u64>,
+    },
+    KvCas {
+        domain: String,
+        key: String,
+        expected: Option<u64>,
+        value: Option<Vec<u8>>,
+        reply: Reply<Option<u64>>,
+    },
+    Flush {
+        reply: Reply<()>,
+    },
+}
+
+/// An applied write waiting for its group's commit.
+enum Done {
+    Create(Reply<Incarnation>, Result<Incarnation, StoreError>),
+    Append(Reply<u64>, Result<u64, StoreError>),
+    KvCas(Reply<Option<u64>>, Result<Option<u64>, StoreError>),
+    Flush(Reply<()>),
+}
+
+/// A database error inside a group, already described with the operation it hit.
+struct GroupFailure(String);
+
+/// Logical outcome inside the SQL outcome: the outer error aborts the group.
+type Applied<T> = rusqlite::Result<Result<T, StoreError>>;
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn backend(operation: &'static str, path: &Path, detail: impl std::fmt::Display) -> StoreError {
+    StoreError::Backend {
+        operation,
+        message: format!("{}: {detail}", path.display()),
+    }
+}
+
+impl SqliteStore {
+    /// The schema version kept in `PRAGMA user_version`.
+    pub const SCHEMA_VERSION: i64 = 1;
+    /// How long a connection waits for another connection's lock before failing.
+    pub const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+
+    /// Opens (creating if missing) the database at `config.path`, sets it up and starts
+    /// the writer thread. Blocking. Fails with `Backend` (naming the path) when the file
+    /// cannot be opened, is not a database, cannot use WAL, or has another schema.
+    pub fn open(config: SqliteConfig) -> Result<SqliteStore, StoreError> {
+        let path = config.path.clone();
+        let conn = open_writer(&path)?;
+        let readers = Arc::new(ReadPool::open(&path, config.read_connections.max(1))?);
+        let (sender, receiver) = mpsc::channel();
+        let writer = Writer {
+            conn,
+            path: path.clone(),
+            max_group_ops: config.max_group_ops.max(1),
+            unreported: None,
+            discarded: 0,
+        };
+        let handle = std::thread::Builder::new()
+            .name("ccare-store-writer".into())
+            .spawn(move || writer.run(&receiver))
+            .map_err(|err| {
+                backend(
+                    "open",
+                    &path,
+                    format_args!("cannot start the writer thread: {err}"),
+                )
+            })?;
+        tracing::debug!(path = %path.display(), "sqlite store opened");
+        Ok(SqliteStore {
+            inner: Arc::new(Inner {
+                path,
+                queue: Mutex::new(Some(sender)),
+                writer: Mutex::new(Some(handle)),
+                readers,
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    /// Stops accepting work, commits everything already queued and stops the writer
+    /// thread, for every handle of this store. Blocks until the queue is drained (call
+    /// it from `spawn_blocking` in async code). Returns the oldest write error no ticket
+    /// or flush reported. Later calls, writes and reads fail with `Closed` / return `Ok`.
+    pub fn close(&self) -> Result<(), StoreError> {
+        self.inner.shutdown()
+    }
+
+    fn submit<T: Send + 'static>(&self, make: impl FnOnce(Reply<T>) -> Op) -> Ticket<T> {
+        let (reply, result) = oneshot::channel();
+        let op = make(reply);
+        let queued = match lock(&self.inner.queue).as_ref() {
+            Some(queue) => queue.send(op).is_ok(),
+            None => false,
+        };
+        if !queued {
+            return Box::pin(std::future::ready(Err(StoreError::Closed)));
+        }
+        Box::pin(async move { result.await.unwrap_or(Err(StoreError::Closed)) })
+    }
+
+    fn blocking<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&mut Connection, &Path) -> Result<T, StoreError> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Box::pin(std::future::ready(Err(StoreError::Closed)));
+        }
+        let pool = Arc::clone(&self.inner.readers);
+        Box::pin(async move {
+            let task = tokio::task::spawn_blocking(move || pool.with(work));
+            match task.await {
+                Ok(result) => result,
+                Err(err) => Err(backend(
+                    operation,
+                    self.path(),
+                    format_args!("the blocking read task failed: {err}"),
+                )),
+            }
+        })
+    }
+}
+
+impl Inner {
+    fn shutdown(&self) -> Result<(), StoreError> {
+        self.closed.store(true, Ordering::Release);
+        drop(lock(&self.queue).take());
+        let Some(handle) = lock(&self.writer).take() else {
+            return Ok(());
+        };
+        match handle.join() {
+            Ok(None) => Ok(()),
+            Ok(Some(err)) => Err(err),
+            Err(_) => Err(backend("close", &self.path, "the writer thread panicked")),
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Err(err) = self.shutdown() {
+            tracing::warn!(path = %self.path.display(), error = %err, "sqlite store dropped with an unreported write error");
+        }
+    }
+}
+
+impl Store for SqliteStore {
+    fn create_session(&self, session: NewSession, events: Vec<StoredEvent>) -> Ticket<Incarnation> {
+        self.submit(|reply| Op::Create {
+            session,
+            events,
+            reply,
+        })
+    }
+
+    fn append(
+        &self,
+        session: &SessionId,
+        expected_seq: u64,
+        events: Vec<StoredEvent>,
+    ) -> Ticket<u64> {
+        let session = session.clone();
+        self.submit(|reply| Op::Append {
+            session,
+            expected: expected_seq,
+            events,
+            reply,
+        })
+    }
+
+    fn kv_cas(
+        &self,
+        domain: &str,
+        key: &str,
+        expected_version: Option<u64>,
+        value: Option<Vec<u8>>,
+    ) -> Ticket<Option<u64>> {
+        let (domain, key) = (domain.to_owned(), key.to_owned());
+        self.submit(|reply| Op::KvCas {
+            domain,
+            key,
+            expected: expected_version,
+            value,
+            reply,
+        })
+    }
+
+    fn flush(&self) -> Ticket<()> {
+        self.submit(|reply| Op::Flush { reply })
+    }
+
+    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<SessionRecord>> {
+        let id = id.clone();
+        self.blocking("session", move |conn, path| read_session(conn, path, &id))
+    }
+
+    fn list_sessions(&self, query: SessionQuery) -> StoreFuture<'_, Vec<SessionRecord>> {
+        self.blocking("list_sessions", move |conn, path| {
+            list_sessions(conn, path, query)
+        })
+    }
+
+    fn read(&self, id: &SessionId, range: ReadRange) -> StoreFuture<'_, Vec<StoredEvent>> {
+        let id = id.clone();
+        self.blocking("read", move |conn, path| {
+            read_events(conn, path, &id, range)
+        })
+    }
+
+    fn kv_get(&self, domain: &str, key: &str) -> StoreFuture<'_, Option<KvEntry>> {
+        let (domain, key) = (domain.to_owned(), key.to_owned());
+        self.blocking("kv_get", move |conn, path| {
+            kv_get(conn, path, &domain, &key)
+        })
+    }
+
+    fn kv_scan(
+        &self,
+        domain: &str,
+        prefix: &str,
+        page: KvPage,
+    ) -> StoreFuture<'_, Vec<(String, KvEntry)>> {
+        let (domain, prefix) = (domain.to_owned(), prefix.to_owned());
+        self.blocking("kv_scan", move |conn, path| {
+            kv_scan(conn, path, &domain, &prefix, &page)
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Opening and schema
+// ---------------------------------------------------------------------------------------
+
+const SCHEMA: &str = "
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    created_ms INTEGER NOT NULL,
+    parent TEXT,
+    seed_length INTEGER,
+    meta TEXT NOT NULL,
+    incarnation TEXT NOT NULL,
+    head INTEGER NOT NULL,
+    created_order INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX sessions_by_order ON sessions (created_order);
+CREATE INDEX sessions_by_recency ON sessions (created_ms, created_order);
+CREATE TABLE events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE kv (
+    domain TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (domain, key)
+);
+";
+
+/// Statements that fail to prepare unless every table has the columns this code uses.
+const SCHEMA_PROBES: [&str; 3] = [
+    "SELECT id, created_ms, parent, seed_length, meta, incarnation, head, created_order FROM sessions LIMIT 0",
+    "SELECT session_id, seq, body FROM events LIMIT 0",
+    "SELECT domain, key, version, value FROM kv LIMIT 0",
+];
+
+fn open_writer(path: &Path) -> Result<Connection, StoreError> {
+    let fail =
+        |what: &str, err: rusqlite::Error| backend("open", path, format_args!("{what}: {err}"));
+    let mut conn = Connection::open(path).map_err(|err| fail("cannot open the database", err))?;
+    conn.busy_timeout(SqliteStore::BUSY_TIMEOUT)
+        .map_err(|err| fail("cannot set busy_timeout", err))?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .map_err(|err| fail("cannot enable WAL", err))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(backend(
+            "open",
+            path,
+            format_args!("the database refuses WAL (journal_mode is {mode})"),
+        ));
+    }
+    conn.pragma_update(None, "synchronous", "FULL")
+        .map_err(|err| fail("cannot set synchronous=FULL", err))?;
+
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(|err| fail("cannot lock the database to check its schema", err))?;
+    let version: i64 = tx
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .map_err(|err| fail("cannot read the schema version", err))?;
+    match version {
+        0 => {
+            tx.execute_batch(SCHEMA)
+                .map_err(|err| fail("cannot create the schema", err))?;
+            tx.pragma_update(None, "user_version", SqliteStore::SCHEMA_VERSION)
+                .map_err(|err| fail("cannot set the schema version", err))?;
+        }
+        SqliteStore::SCHEMA_VERSION => {}
+        other => {
+            return Err(backend(
+                "open",
+                path,
+                format_args!(
+                    "schema version {other} is not supported (this build reads version {})",
+                    SqliteStore::SCHEMA_VERSION
+                ),
+            ));
+        }
+    }
+    for probe in SCHEMA_PROBES {
+        tx.prepare(probe)
+            .map_err(|err| fail("the schema does not match this build", err))?;
+    }
+    tx.commit()
+        .map_err(|err| fail("cannot commit the schema", err))?;
+    Ok(conn)
+}
+
+// ---------------------------------------------------------------------------------------
+// The writer thread
+// ---------------------------------------------------------------------------------------
+
+struct Writer {
+    conn: Connection,
+    path: PathBuf,
+    max_group_ops: usize,
+    /// The oldest error whose ticket was dropped before it could be told.
+    unreported: Option<StoreError>,
+    /// Unreported errors discarded because an older one was already kept.
+    discarded: usize,
+}
+
+impl Writer {
+    fn run(mut self, queue: &mpsc::Receiver<Op>) -> Option<StoreError> {
+        // `recv` fails only once every sender is gone *and* the queue is empty, so
+        // everything queued before shutdown is committed.
+        while let Ok(first) = queue.recv() {
+            self.group(first, queue);
+        }
+        if self.discarded > 0 {
+            tracing::warn!(path = %self.path.display(), discarded = self.discarded, "sqlite writer stopped; later unreported write errors were discarded");
+        }
+        tracing::debug!(path = %self.path.display(), "sqlite writer stopped");
+        self.unreported.take()
+    }
+
+    /// Applies `first` and whatever is already queued behind it in one transaction,
+    /// commits, then resolves the tickets.
+    fn group(&mut self, first: Op, queue: &mpsc::Receiver<Op>) {
+        if let Op::Flush { reply } = first {
+            // Everything before it was committed with earlier groups.
+            self.resolve(vec![Done::Flush(reply)], None);
+            return;
+        }
+        let mut done = Vec::new();
+        let failure = match self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+        {
+            Err(err) => {
+                done.push(apply_failed(first));
+                Some(GroupFailure(format!(
+                    "cannot begin the write transaction: {err}"
+                )))
+            }
+            Ok(tx) => {
+                let mut failure = None;
+                let mut next = Some(first);
+                while let Some(op) = next.take() {
+                    let is_flush = matches!(op, Op::Flush { .. });
+                    let (applied, failed) = apply(&tx, op);
+                    done.push(applied);
+                    if failed.is_some() {
+                        failure = failed;
+                        break;
+                    }
+                    if is_flush || done.len() >= self.max_group_ops {
+                        break;
+                    }
+                    // Empty or disconnected: commit now (the outer loop sees the end).
+                    next = queue.try_recv().ok();
+                }
+                match failure {
+                    Some(failure) => {
+                        if let Err(err) = tx.rollback() {
+                            tracing::error!(path = %self.path.display(), error = %err, "sqlite rollback failed");
+                        }
+                        Some(failure)
+                    }
+                    None => tx
+                        .commit()
+                        .err()
+                        .map(|err| GroupFailure(format!("commit failed: {err}"))),
+                }
+            }
+        };
+        if let Some(GroupFailure(why)) = &failure {
+            tracing::error!(path = %self.path.display(), ops = done.len(), error = %why, "sqlite group commit failed; rolled back");
+        } else {
+            tracing::trace!(ops = done.len(), "sqlite group committed");
+        }
+        self.resolve(done, failure);
+    }
+
+    /// Hands each result to its ticket, in queue order. After a failed group every
+    /// operation gets a `Backend` error instead of its own result.
+    fn resolve(&mut self, done: Vec<Done>, failure: Option<GroupFailure>) {
+        let count = done.len();
+        let path = self.path.clone();
+        let failed = |operation: &'static str| {
+            failure.as_ref().map(|GroupFailure(why)| {
+                backend(
+                    operation,
+                    &path,
+                    format_args!("{why}; the group of {count} queued writes was rolled back and nothing of it was written"),
+                )
+            })
+        };
+        for item in done {
+            let undelivered = match item {
+                Done::Create(reply, result) => {
+                    deliver(reply, failed("create_session").map_or(result, Err))
+                }
+                Done::Append(reply, result) => deliver(reply, failed("append").map_or(result, Err)),
+                Done::KvCas(reply, result) => deliver(reply, failed("kv_cas").map_or(result, Err)),
+                Done::Flush(reply) => {
+                    let result = match self.unreported.take().or_else(|| failed("flush")) {
+                        Some(err) => Err(err),
+                        None => Ok(()),
+                    };
+                    deliver(reply, result)
+                }
+            };
+            if let Some(err) = undelivered {
+                self.keep_unreported(err);
+            }
+        }
+    }
+
+    fn keep_unreported(&mut self, err: StoreError) {
+        if self.unreported.is_none() {
+            self.unreported = Some(err);
+        } else {
+            self.discarded += 1;
+            tracing::warn!(path = %self.path.display(), error = %err, "write error with a dropped ticket; an older unreported error is pending, so this one is discarded");
+        }
+    }
+}
+
+/// Sends `result`; returns the error back when the ticket was dropped.
+fn deliver<T>(reply: Reply<T>, result: Result<T, StoreError>) -> Option<StoreError> {
+    match reply.send(result) {
+        Ok(()) | Err(Ok(_)) => None,
+        Err(Err(err)) => Some(err),
+    }
+}
+
+/// An operation that never ran because the group could not start; its result is
+/// replaced by the group's failure.
+fn apply_failed(op: Op) -> Done {
+    let placeholder = || StoreError::Closed;
+    match op {
+        Op::Create { reply, .. } => Done::Create(reply, Err(placeholder())),
+        Op::Append { reply, .. } => Done::Append(reply, Err(placeholder())),
+        Op::KvCas { reply, .. } => Done::KvCas(reply, Err(placeholder())),
+        Op::Flush { reply } => Done::Flush(reply),
+    }
+}
+
+/// Applies one operation inside the group transaction.
+fn apply(conn: &Connection, op: Op) -> (Done, Option<GroupFailure>) {
+    fn split<T>(
+        result: Applied<T>,
+        describe: impl FnOnce() -> String,
+    ) -> (Result<T, StoreError>, Option<GroupFailure>) {
+        match result {
+            Ok(outcome) => (outcome, None),
+            Err(err) => (
+                Err(StoreError::Closed),
+                Some(GroupFailure(format!("{}: {err}", describe()))),
+            ),
+        }
+    }
+    match op {
+        Op::Create {
+            session,
+            events,
+            reply,
+        } => {
+            let id = session.id.clone();
+            let (result, failure) = split(create_session(conn, session, &events), || {
+                format!("create_session of {id}")
+            });
+            (Done::Create(reply, result), failure)
+        }
+        Op::Append {
+            session,
+            expected,
+            events,
+            reply,
+        } => {
+            let (result, failure) = split(append(conn, &session, expected, &events), || {
+                format!("append to session {session} at seq {expected}")
+            });
+            (Done::Append(reply, result), failure)
+        }
+        Op::KvCas {
+            domain,
+            key,
+            expected,
+            value,
+            reply,
+        } => {
+            let (result, failure) = split(kv_cas(conn, &domain, &key, expected, value), || {
+                format!("kv_cas of {domain}/{}", preview(&key))
+            });
+            (Done::KvCas(reply, result), failure)
+        }
+        Op::Flush { reply } => (Done::Flush(reply), None),
+    }
+}
+
+/// Checks that `events` carry seqs `start, start + 1, ...`; returns the head after them.
+fn check_seqs(
+    what: &'static str,
+    session: &SessionId,
+    start: u64,
+    events: &[StoredEvent],
+) -> Result<u64, StoreError> {
+    let invalid = |detail: String| StoreError::Invalid {
+        what,
+        detail: format!("session {session}: {detail}"),
+    };
+    let count = u64::try_from(events.len()).unwrap_or(u64::MAX);
+    let head = start
+        .checked_add(count)
+        .filter(|head| i64::try_from(*head).is_ok())
+        .ok_or_else(|| {
+            invalid(format!(
+                "{count} events from seq {start} overflow the seq range"
+            ))
+        })?;
+    for (seq, (index, event)) in (start..).zip(events.iter().enumerate()) {
+        if event.seq != seq {
+            return Err(invalid(format!(
+                "event #{index} has seq {}, but the events must be numbered {start}, {}, ... without gaps",
+                event.seq,
+                start.saturating_add(1)
+            )));
+        }
+    }
+    Ok(head)
+}
+
+/// A seq or count as SQLite's signed integer; callers checked the range already.
+fn sql_int(value: u64) -> i64 {
+    i64::try_from(value).unwrap_or(i64::MAX)
+}
+
+fn insert_events(
+    conn: &Connection,
+    session: &SessionId,
+    events: &[StoredEvent],
+) -> rusqlite::Result<()> {
+    let mut insert =
+        conn.prepare_cached("INSERT INTO events (session_id, seq, body) VALUES (?1, ?2, ?3)")?;
+    for event in events {
+        insert.execute(params![session.as_str(), sql_int(event.seq), &*event.json])?;
+    }
+    Ok(())
+}
+
+fn create_session(
+    conn: &Connection,
+    session: NewSession,
+    events: &[StoredEvent],
+) -> Applied<Incarnation> {
+    let head = match check_seqs("create_session", &session.id, 0, events) {
+        Ok(head) => head,
+        Err(err) => return Ok(Err(err)),
+    };
+    let seed_length = match session.seed_length.map(i64::try_from).transpose() {
+        Ok(seed_length) => seed_length,
+        Err(_) => {
+            return Ok(Err(StoreError::Invalid {
+                what: "create_session",
+                detail: format!("session {}: seed_length is out of range", session.id),
+            }));
+        }
+    };
+    let exists = conn
+        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
+        .query_row([session.id.as_str()], |_| Ok(()))
+        .optional()?
+        .is_some();
+    if exists {
+        return Ok(Err(StoreError::SessionExists {
+            session: session.id,
+        }));
+    }
+    let order: i64 = conn
+        .prepare_cached("SELECT COALESCE(MAX(created_order), 0) + 1 FROM sessions")?
+        .query_row([], |row| row.get(0))?;
+    let incarnation = uuid::Uuid::new_v4().to_string();
+    conn.prepare_cached(
+        "INSERT INTO sessions (id, created_ms, parent, seed_length, meta, incarnation, head, created_order) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        session.id.as_str(),
+        session.created_ms,
+        session.parent.as_ref().map(SessionId::as_str),
+        seed_length,
+        session.meta_json,
+        incarnation,
+        sql_int(head),
+        order,
+    ])?;
+    insert_events(conn, &session.id, events)?;
+    Ok(Ok(incarnation))
+}
+
+fn append(
+    conn: &Connection,
+    session: &SessionId,
+    expected: u64,
+    events: &[StoredEvent],
+) -> Applied<u64> {
+    let head_after = match check_seqs("append", session, expected, events) {
+        Ok(head) => head,
+        Err(err) => return Ok(Err(err)),
+    };
+    let stored = conn
+        .prepare_cached("SELECT head FROM sessions WHERE id = ?1")?
+        .query_row([session.as_str()], |row| Ok(uint(row.get_ref(0)?)))
+        .optional()?;
+    let head = match stored {
+        None => {
+            return Ok(Err(StoreError::UnknownSession {
+                session: session.clone(),
+            }));
+        }
+        Some(None) => {
+            return Ok(Err(StoreError::Corrupt {
+                session: session.clone(),
+                seq: None,
+                detail: "the stored head is not a non-negative integer".into(),
+            }));
+        }
+        Some(Some(head)) => head,
+    };
+    if head != expected {
+        return Ok(Err(StoreError::Conflict {
+            session: session.clone(),
+            expected,
+            actual: head,
+        }));
+    }
+    if !events.is_empty() {
+        insert_events(conn, session, events)?;
+        conn.prepare_cached("UPDATE sessions SET head = ?2 WHERE id = ?1")?
+            .execute(params![session.as_str(), sql_int(head_after)])?;
+    }
+    Ok(Ok(head_after))
+}
+
+/// The first characters of a key, for messages.
+fn preview(key: &str) -> String {
+    const SHOWN: usize = 64;
+    match key.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{}... ({} bytes)", &key[..end], key.len()),
+        None => key.to_owned(),
+    }
+}
+
+fn kv_cas(
+    conn: &Connection,
+    domain: &str,
+    key: &str,
+    expected: Option<u64>,
+    value: Option<Vec<u8>>,
+) -> Applied<Option<u64>> {
+    if key.len() > MAX_KV_KEY_BYTES {
+        return Ok(Err(StoreError::Invalid {
+            what: "kv key",
+            detail: format!(
+                "kv {domain}/{}: the key is {} bytes, the limit is {MAX_KV_KEY_BYTES}",
+                preview(key),
+                key.len()
+            ),
+        }));
+    }
+    if let Some(value) = &value
+        && value.len() > MAX_KV_VALUE_BYTES
+    {
+        return Ok(Err(StoreError::Invalid {
+            what: "kv value",
+            detail: format!(
+                "kv {domain}/{}: the value is {} bytes, the limit is {MAX_KV_VALUE_BYTES}",
+                preview(key),
+                value.len()
+            ),
+        }));
+    }
+    let stored = conn
+        .prepare_cached("SELECT version FROM kv WHERE domain = ?1 AND key = ?2")?
+        .query_row([domain, key], |row| Ok(positive(row.get_ref(0)?)))
+        .optional()?;
+    let current = match stored {
+        None => None,
+        Some(Some(version)) => Some(version),
+        Some(None) => {
+            return Ok(Err(StoreError::Backend {
+                operation: "kv_cas",
+                message: format!(
+                    "kv {domain}/{}: the stored version is not a positive integer",
+                    preview(key)
+                ),
+            }));
+        }
+    };
+    if current != expected {
+        return Ok(Err(StoreError::CasConflict {
+            domain: domain.to_owned(),
+            key: key.to_owned(),
+            expected,
+            current,
+        }));
+    }
+    match (value, current) {
+        (Some(value), None) => {
+            conn.prepare_cached(
+                "INSERT INTO kv (domain, key, version, value) VALUES (?1, ?2, 1, ?3)",
+            )?
+            .execute(params![domain, key, value])?;
+            Ok(Ok(Some(1)))
+        }
+        (Some(value), Some(current)) => {
+            let Some(next) = current
+                .checked_add(1)
+                .filter(|next| i64::try_from(*next).is_ok())
+            else {
+                return Ok(Err(StoreError::Invalid {
+                    what: "kv version",
+                    detail: format!(
+                        "kv {domain}/{}: the version cannot grow past {current}",
+                        preview(key)
+                    ),
+                }));
+            };
+            conn.prepare_cached(
+                "UPDATE kv SET version = ?3, value = ?4 WHERE domain = ?1 AND key = ?2",
+            )?
+            .execute(params![domain, key, sql_int(next), value])?;
+            Ok(Ok(Some(next)))
+        }
+        (None, Some(_)) => {
+            conn.prepare_cached("DELETE FROM kv WHERE domain = ?1 AND key = ?2")?
+                .execute([domain, key])?;
+            Ok(Ok(None))
+        }
+        // Deleting a row that must not exist and does not: nothing to do.
+        (None, None) => Ok(Ok(None)),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Reads
+// ---------------------------------------------------------------------------------------
+
+/// Read-only connections, handed out one task at a time.
+struct ReadPool {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+    returned: Condvar,
+}
+
+/// A connection out of the pool; goes back on drop, even after a panic.
+struct Lease<'a> {
+    pool: &'a ReadPool,
+    conn: Option<Connection>,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            lock(&self.pool.idle).push(conn);
+            self.pool.returned.notify_one();
+        }
+    }
+}
+
+impl ReadPool {
+    fn open(path: &Path, count: usize) -> Result<Self, StoreError> {
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut idle = Vec::with_capacity(count);
+        for _ in 0..count {
+            let conn = Connection::open_with_flags(path, flags).map_err(|err| {
+                backend(
+                    "open",
+                    path,
+                    format_args!("cannot open a read connection: {err}"),
+                )
+            })?;
+            conn.busy_timeout(SqliteStore::BUSY_TIMEOUT)
+                .map_err(|err| {
+                    backend("open", path, format_args!("cannot set busy_timeout: {err}"))
+                })?;
+            idle.push(conn);
+        }
+        Ok(Self {
+            path: path.to_owned(),
+            idle: Mutex::new(idle),
+            returned: Condvar::new(),
+        })
+    }
+
+    /// Runs `work` on a free connection, waiting for one if all are busy.
+    fn with<T>(
+        &self,
+        work: impl FnOnce(&mut Connection, &Path) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut idle = lock(&self.idle);
+        let conn = loop {
+            if let Some(conn) = idle.pop() {
+                break conn;
+            }
+            idle = self
+                .returned
+                .wait(idle)
+                .unwrap_or_else(PoisonError::into_inner);
+        };
+        drop(idle);
+        let mut lease = Lease {
+            pool: self,
+            conn: Some(conn),
+        };
+        match lease.conn.as_mut() {
+            Some(conn) => work(conn, &self.path),
+            None => Err(backend("read", &self.path, "no read connection")),
+        }
+    }
+}
+
+/// A non-negative integer column, else `None`.
+fn uint(value: ValueRef<'_>) -> Option<u64> {
+    match value {
+        ValueRef::Integer(value) => u64::try_from(value).ok(),
+        ValueRef::Null | ValueRef::Real(_) | ValueRef::Text(_) | ValueRef::Blob(_) => None,
+    }
+}
+
+/// An integer column, else `None`.
+fn int(value: ValueRef<'_>) -> Option<i64> {
+    match value {
+        ValueRef::Integer(value) => Some(value),
+        ValueRef::Null | ValueRef::Real(_) | ValueRef::Text(_) | ValueRef::Blob(_) => None,
+    }
+}
+
+fn is_null(value: ValueRef<'_>) -> bool {
+    matches!(value, ValueRef::Null)
+}
+
+/// A positive integer column (a KV version), else `None`.
+fn positive(value: ValueRef<'_>) -> Option<u64> {
+    uint(value).filter(|value| *value > 0)
+}
+
+/// A UTF-8 TEXT column, else `None`.
+fn text(value: ValueRef<'_>) -> Option<&str> {
+    match value {
+        ValueRef::Text(bytes) => std::str::from_utf8(bytes).ok(),
+        ValueRef::Null | ValueRef::Integer(_) | ValueRef::Real(_) | ValueRef::Blob(_) => None,
+    }
+}
+
+/// The storage class of a column, for messages.
+fn kind(value: ValueRef<'_>) -> &'static str {
+    match value {
+        ValueRef::Null => "NULL",
+        ValueRef::Integer(_) => "INTEGER",
+        ValueRef::Real(_) => "REAL",
+        ValueRef::Text(_) => "TEXT",
+        ValueRef::Blob(_) => "BLOB",
+    }
+}
+
+const SESSION_COLUMNS: &str = "id, created_ms, parent, seed_length, meta, incarnation, head";
+
+/// Decodes a `sessions` row selected with [`SESSION_COLUMNS`]. `known` is the id the
+/// query asked for, if any (a damaged id column can then still be named).
+fn session_row(
+    row: &Row<'_>,
+    path: &Path,
+    known: Option<&SessionId>,
+) -> rusqlite::Result<Result<SessionRecord, StoreError>> {
+    let id_column = row.get_ref(0)?;
+    let id = match text(id_column).map(SessionId::new) {
+        Some(Ok(id)) => id,
+        Some(Err(err)) => {
+            return Ok(Err(match known {
+                Some(session) => StoreError::Corrupt {
+                    session: session.clone(),
+                    seq: None,
+                    detail: format!("the stored id is invalid: {err}"),
+                },
+                None => backend(
+                    "list_sessions",
+                    path,
+                    format_args!("a sessions row is corrupt: {err}"),
+                ),
+            }));
+        }
+        None => {
+            let detail = format!(
+                "a sessions row has a {} id that is not UTF-8 TEXT",
+                kind(id_column)
+            );
+            return Ok(Err(match known {
+                Some(session) => StoreError::Corrupt {
+                    session: session.clone(),
+                    seq: None,
+                    detail,
+                },
+                None => backend("list_sessions", path, detail),
+            }));
+        }
+    };
+    let corrupt = |detail: String| {
+        Ok(Err(StoreError::Corrupt {
+            session: id.clone(),
+            seq: None,
+            detail,
+        }))
+    };
+    let created = row.get_ref(1)?;
+    let Some(created_ms) = int(created) else {
+        return corrupt(format!("created_ms is {}, not INTEGER", kind(created)));
+    };
+    let parent_column = row.get_ref(2)?;
+    let parent = if is_null(parent_column) {
+        None
+    } else {
+        match text(parent_column).map(SessionId::new) {
+            Some(Ok(parent)) => Some(parent),
+            Some(Err(err)) => return corrupt(format!("parent is invalid: {err}")),
+            None => return corrupt(format!("parent is {}, not UTF-8 TEXT", kind(parent_column))),
+        }
+    };
+    let seed_column = row.get_ref(3)?;
+    let seed_length = if is_null(seed_column) {
+        None
+    } else {
+        match uint(seed_column) {
+            Some(length) => Some(length),
+            None => {
+                return corrupt(format!(
+                    "seed_length is {}, not a non-negative INTEGER",
+                    kind(seed_column)
+                ));
+            }
+        }
+    };
+    let meta = row.get_ref(4)?;
+    let Some(meta_json) = text(meta) else {
+        return corrupt(format!("meta is {}, not UTF-8 TEXT", kind(meta)));
+    };
+    let incarnation = row.get_ref(5)?;
+    let Some(incarnation) = text(incarnation) else {
+        return corrupt(format!(
+            "incarnation is {}, not UTF-8 TEXT",
+            kind(incarnation)
+        ));
+    };
+    let head = row.get_ref(6)?;
+    let Some(head_value) = uint(head) else {
+        return corrupt(format!(
+            "head is {}, not a non-negative INTEGER",
+            kind(head)
+        ));
+    };
+    Ok(Ok(SessionRecord {
+        id,
+        created_ms,
+        parent,
+        seed_length,
+        meta_json: meta_json.to_owned(),
+        incarnation: incarnation.to_owned(),
+        head: head_value,
+    }))
+}
+
+fn read_session(
+    conn: &mut Connection,
+    path: &Path,
+    id: &SessionId,
+) -> Result<Option<SessionRecord>, StoreError> {
+    let sql_error =
+        |err: rusqlite::Error| backend("session", path, format_args!("session {id}: {err}"));
+    let sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1");
+    let mut statement = conn.prepare_cached(&sql).map_err(sql_error)?;
+    statement
+        .query_row([id.as_str()], |row| session_row(row, path, Some(id)))
+        .optional()
+        .map_err(sql_error)?
+        .transpose()
+}
+
+fn list_sessions(
+    conn: &mut Connection,
+    path: &Path,
+    query: SessionQuery,
+) -> Result<Vec<SessionRecord>, StoreError> {
+    let sql_error = |err: rusqlite::Error| backend("list_sessions", path, err);
+    let sql = format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY created_ms DESC, created_order DESC LIMIT ?1"
+    );
+    let limit = query
+        .limit
+        .map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+    let mut statement = conn.prepare_cached(&sql).map_err(sql_error)?;
+    let rows = statement
+        .query_map([limit], |row| session_row(row, path, None))
+        .map_err(sql_error)?;
+    let mut sessions = Vec::new();
+    for row in rows {
+        sessions.push(row.map_err(sql_error)??);
+    }
+    Ok(sessions)
+}
+
+fn read_events(
+    conn: &mut Connection,
+    path: &Path,
+    id: &SessionId,
+    range: ReadRange,
+) -> Result<Vec<StoredEvent>, StoreError> {
+    let sql_error =
+        |err: rusqlite::Error| backend("read", path, format_args!("session {id}: {err}"));
+    // One read transaction: the head and the rows come from the same snapshot.
+    let tx = conn.transaction().map_err(sql_error)?;
+    let stored = tx
+        .prepare_cached("SELECT head FROM sessions WHERE id = ?1")
+        .map_err(sql_error)?
+        .query_row([id.as_str()], |row| Ok(uint(row.get_ref(0)?)))
+        .optional()
+        .map_err(sql_error)?;
+    let head = match stored {
+        None => {
+            return Err(StoreError::UnknownSession {
+                session: id.clone(),
+            });
+        }
+        Some(None) => {
+            return Err(StoreError::Corrupt {
+                session: id.clone(),
+                seq: None,
+                detail: "the stored head is not a non-negative INTEGER".into(),
+            });
+        }
+        Some(Some(head)) => head,
+    };
+    let end = range.to.map_or(head, |to| to.min(head));
+    let start = range.from;
+    if start >= end || range.limit == Some(0) {
+        return Ok(Vec::new());
+    }
+    let span = end - start;
+    let wanted = range.limit.map_or(span, |limit| {
+        span.min(u64::try_from(limit).unwrap_or(u64::MAX))
+    });
+    let sql = match range.direction {
+        ReadDirection::Forward => {
+            "SELECT seq, body FROM events WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq ASC LIMIT ?4"
+        }
+        ReadDirection::Backward => {
+            "SELECT seq, body FROM events WHERE session_id = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq DESC LIMIT ?4"
+        }
+    };
+    let mut statement = tx.prepare_cached(sql).map_err(sql_error)?;
+    let mut rows = statement
+        .query(params![
+            id.as_str(),
+            sql_int(start),
+            sql_int(end),
+            sql_int(wanted)
+        ])
+        .map_err(sql_error)?;
+    let mut events = Vec::with_capacity(usize::try_from(wanted).unwrap_or(0).min(4096));
+    // The seq each row must carry, in walking order.
+    let mut next = match range.direction {
+        ReadDirection::Forward => start,
+        ReadDirection::Backward => end - 1,
+    };
+    let corrupt = |seq: u64, detail: String| StoreError::Corrupt {
+        session: id.clone(),
+        seq: Some(seq),
+        detail,
+    };
+    while let Some(row) = rows.next().map_err(sql_error)? {
+        let seq_column = row.get_ref(0).map_err(sql_error)?;
+        let Some(seq) = uint(seq_column) else {
+            return Err(corrupt(
+                next,
+                format!(
+                    "the row read in place of seq {next} has a {} seq",
+                    kind(seq_column)
+                ),
+            ));
+        };
+        if seq != next {
+            return Err(corrupt(
+                next,
+                format!(
+                    "event {next} is missing below the head {head} (the next stored seq is {seq})"
+                ),
+            ));
+        }
+        let body = row.get_ref(1).map_err(sql_error)?;
+        let ValueRef::Text(bytes) = body else {
+            return Err(corrupt(
+                seq,
+                format!("the body is {}, not TEXT", kind(body)),
+            ));
+        };
+        let json = std::str::from_utf8(bytes)
+            .map_err(|err| corrupt(seq, format!("the body is TEXT but not UTF-8: {err}")))?;
+        events.push(StoredEvent {
+            seq,
+            json: json.into(),
+        });
+        next = match range.direction {
+            ReadDirection::Forward => seq.saturating_add(1),
+            ReadDirection::Backward => seq.saturating_sub(1),
+        };
+    }
+    if u64::try_from(events.len()).unwrap_or(u64::MAX) < wanted {
+        return Err(corrupt(
+            next,
+            format!("event {next} is missing below the head {head}"),
+        ));
+    }
+    Ok(events)
+}
+
+fn kv_value(
+    domain: &str,
+    key: &str,
+    path: &Path,
+    operation: &'static str,
+    row: &Row<'_>,
+) -> rusqlite::Result<Result<KvEntry, StoreError>> {
+    let version_column = row.get_ref(0)?;
+    let Some(version) = positive(version_column) else {
+        return Ok(Err(backend(
+            operation,
+            path,
+            format_args!(
+                "kv {domain}/{}: the version is {}, not a positive INTEGER",
+                preview(key),
+                kind(version_column)
+            ),
+        )));
+    };
+    let value_column = row.get_ref(1)?;
+    let value = match value_column {
+        ValueRef::Blob(bytes) | ValueRef::Text(bytes) => bytes.to_vec(),
+        ValueRef::Null | ValueRef::Integer(_) | ValueRef::Real(_) => {
+            return Ok(Err(backend(
+                operation,
+                path,
+                format_args!(
+                    "kv {domain}/{}: the value is {}, not a BLOB",
+                    preview(key),
+                    kind(value_column)
+                ),
+            )));
+        }
+    };
+    Ok(Ok(KvEntry { version, value }))
+}
+
+fn kv_get(
+    conn: &mut Connection,
+    path: &Path,
+    domain: &str,
+    key: &str,
+) -> Result<Option<KvEntry>, StoreError> {
+    let sql_error = |err: rusqlite::Error| {
+        backend(
+            "kv_get",
+            path,
+            format_args!("kv {domain}/{}: {err}", preview(key)),
+        )
+    };
+    conn.prepare_cached("SELECT version, value FROM kv WHERE domain = ?1 AND key = ?2")
+        .map_err(sql_error)?
+        .query_row([domain, key], |row| {
+            kv_value(domain, key, path, "kv_get", row)
+        })
+        .optional()
+        .map_err(sql_error)?
+        .transpose()
+}
+
+/// The least string greater than every string that starts with `prefix` (in UTF-8
+/// byte order, which is SQLite's BINARY collation), or `None` when there is none.
+pub(crate) fn prefix_successor(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(last) = chars.pop() {
+        let next = match last {
+            '\u{D7FF}' => Some('\u{E000}'),
+            other => char::from_u32(u32::from(other) + 1),
+        };
+        if let Some(next) = next {
+            chars.push(next);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
+fn kv_scan(
+    conn: &mut Connection,
+    path: &Path,
+    domain: &str,
+    prefix: &str,
+    page: &KvPage,
+) -> Result<Vec<(String, KvEntry)>, StoreError> {
+    let sql_error = |err: rusqlite::Error| {
+        backend(
+            "kv_scan",
+            path,
+            format_args!("kv {domain}/{}*: {err}", preview(prefix)),
+        )
+    };
+    // Keys in [prefix, successor) are exactly those starting with `prefix`; a page
+    // resumes strictly after `after` when that is the tighter lower bound.
+    let (lower, strict) = match &page.after {
+        Some(after) if after.as_str() >= prefix => (after.as_str(), true),
+        Some(_) | None => (prefix, false),
+    };
+    let upper = prefix_successor(prefix);
+    let limit = page
+        .limit
+        .map_or(-1, |limit| i64::try_from(limit).unwrap_or(i64::MAX));
+    let sql = match (strict, upper.is_some()) {
+        (false, false) => {
+            "SELECT key, version, value FROM kv WHERE domain = ?1 AND key >= ?2 ORDER BY key LIMIT ?3"
+        }
+        (true, false) => {
+            "SELECT key, version, value FROM kv WHERE domain = ?1 AND key > ?2 ORDER BY key LIMIT ?3"
+        }
+        (false, true) => {
+            "SELECT key, version, value FROM kv WHERE domain = ?1 AND key >= ?2 AND key < ?4 ORDER BY key LIMIT ?3"
+        }
+        (true, true) => {
+            "SELECT key, version, value FROM kv WHERE domain = ?1 AND key > ?2 AND key < ?4 ORDER BY key LIMIT ?3"
+        }
+    };
+    let mut statement = conn.prepare_cached(sql).map_err(sql_error)?;
+    let mut rows = match &upper {
+        Some(upper) => statement.query(params![domain, lower, limit, upper]),
+        None => statement.query(params![domain, lower, limit]),
+    }
+    .map_err(sql_error)?;
+    let mut entries = Vec::new();
+    while let Some(row) = rows.next().map_err(sql_error)? {
+        let key_column = row.get_ref(0).map_err(sql_error)?;
+        let Some(key) = text(key_column) else {
+            return Err(backend(
+                "kv_scan",
+                path,
+                format_args!(
+                    "kv {domain}: a key is {} and not UTF-8 TEXT",
+                    kind(key_column)
+                ),
+            ));
+        };
+        let key = key.to_owned();
+        let entry = kv_value(domain, &key, path, "kv_scan", row).map_err(sql_error)??;
+        entries.push((key, entry));
+    }
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_successor;
+
+    #[test]
+    fn successor_bounds_exactly_the_prefixed_strings() {
+        assert_eq!(prefix_successor(""), None);
+        assert_eq!(prefix_successor("ab").as_deref(), Some("ac"));
+        assert_eq!(prefix_successor("a%").as_deref(), Some("a&"));
+        assert_eq!(prefix_successor("a\u{D7FF}").as_deref(), Some("a\u{E000}"));
+        assert_eq!(prefix_successor("a\u{10FFFF}").as_deref(), Some("b"));
+        assert_eq!(prefix_successor("\u{10FFFF}\u{10FFFF}"), None);
+        let prefix = "k\u{FFFF}";
+        let Some(upper) = prefix_successor(prefix) else {
+            panic!("no successor for {prefix:?}");
+        };
+        for key in ["k\u{FFFF}", "k\u{FFFF}\u{10FFFF}", "k\u{FFFF}zz"] {
+            assert!(
+                key >= prefix && key < upper.as_str(),
+                "{key:?} should be in range"
+            );
+        }
+        for key in ["k\u{FFFE}z", "k\u{10000}", "l"] {
+            assert!(
+                !(key >= prefix && key < upper.as_str()),
+                "{key:?} should be out of range"
+            );
+        }
+    }
+}

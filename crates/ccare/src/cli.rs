@@ -1,0 +1,89 @@
+//! The argument grammar.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// context-care: a runtime for LLM agents that takes care of the context lifecycle.
+#[derive(Debug, Parser)]
+#[command(name = "ccare", version, about)]
+pub(crate) struct Cli {
+    /// Data directory (default: $CCARE_HOME, else ./.ccare).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub(crate) home: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub(crate) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// List, inspect, export, import and fork sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Create a small offline session to look at (a placeholder until the agent loop lands).
+    Demo,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SessionsCommand {
+    /// List sessions, newest first.
+    List(ListArgs),
+    /// Show a session's events, surface and audit.
+    Show(ShowArgs),
+    /// Write a session as JSONL (header line, then one event per line).
+    Export(ExportArgs),
+    /// Import a JSONL session file, keeping its id.
+    Import(ImportArgs),
+    /// Fork a session after an event into a new session.
+    Fork(ForkArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    /// Print a JSON array for scripts.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ShowArgs {
+    /// The session id.
+    pub(crate) id: String,
+    /// Print JSON for scripts.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    /// The session id.
+    pub(crate) id: String,
+    /// Write to FILE instead of stdout.
+    #[arg(short, long, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// The JSONL file (`-` for stdin).
+    pub(crate) file: PathBuf,
+    /// Print the imported session as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ForkArgs {
+    /// The source session id.
+    pub(crate) id: String,
+    /// The last inherited seq (default: the source's last event).
+    #[arg(long, value_name = "SEQ")]
+    pub(crate) at: Option<u64>,
+    /// The new session's id (default: a fresh one).
+    #[arg(long = "new-id", value_name = "ID")]
+    pub(crate) new_id: Option<String>,
+    /// Print the new session as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+}

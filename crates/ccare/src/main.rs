@@ -1,0 +1,97 @@
+//! `ccare`: the context-care command line.
+//!
+//! Glue only: it parses arguments, opens the store under `$CCARE_HOME`, calls the
+//! session engine and prints. Exit codes: 0 ok, 1 failed, 2 bad usage or bad input
+//! (unknown session, malformed file), with the error on stderr.
+
+mod cli;
+mod demo;
+mod home;
+mod output;
+mod sessions_cmd;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+/// An error with the exit code it deserves.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) code: u8,
+    pub(crate) error: anyhow::Error,
+}
+
+impl Failure {
+    /// Bad usage or bad input: exit 2.
+    pub(crate) fn bad_input(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: 2,
+            error: error.into(),
+        }
+    }
+
+    /// Anything else: exit 1.
+    pub(crate) fn failed(error: impl Into<anyhow::Error>) -> Self {
+        Self {
+            code: 1,
+            error: error.into(),
+        }
+    }
+}
+
+impl From<ccare_session::SessionError> for Failure {
+    fn from(error: ccare_session::SessionError) -> Self {
+        let code = if error.is_bad_input() { 2 } else { 1 };
+        Self {
+            code,
+            error: anyhow::Error::new(error),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CCARE_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let outcome = runtime.block_on(async move {
+        let home = home::Home::resolve(cli.home.as_deref()).map_err(Failure::bad_input)?;
+        match cli.command {
+            Command::Sessions(command) => sessions_cmd::run(&home, command).await,
+            Command::Demo => demo::run(&home).await,
+        }
+    });
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            if is_broken_pipe(&failure.error) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("error: {:#}", failure.error);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error
+        .chain()
+        .filter_map(|cause| cause.downcast_ref::<std::io::Error>())
+        .any(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+}
