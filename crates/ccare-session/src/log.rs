@@ -136,13 +136,12 @@ impl SessionLog {
     /// The derived model view, cached by `(head, replace_generation, content_generation)`.
     pub fn derived_view(&mut self) -> DerivedView {
         let head = self.head();
-        if let Some(cached) = &self.view_cache {
-            if cached.head == head
-                && cached.replace_generation == self.replace_generation
-                && cached.content_generation == self.content_generation
-            {
-                return cached.clone();
-            }
+        if let Some(cached) = &self.view_cache
+            && cached.head == head
+            && cached.replace_generation == self.replace_generation
+            && cached.content_generation == self.content_generation
+        {
+            return cached.clone();
         }
         let view = DerivedView {
             head,
@@ -299,15 +298,14 @@ impl SessionLog {
         }
         let inside = |position: usize| (start..=end).contains(&position);
         for (position, node) in self.surface.iter().enumerate() {
-            if let NodeFacts::ToolResult(call_id) = &node.facts {
-                if let Some(&owner) = owner_of_call.get(call_id.as_str()) {
-                    if inside(owner) != inside(position) {
-                        return Err(format!(
-                            "replace would split the tool batch of seq {} (result seq {} for call '{call_id}')",
-                            self.surface[owner].seq, node.seq
-                        ));
-                    }
-                }
+            if let NodeFacts::ToolResult(call_id) = &node.facts
+                && let Some(&owner) = owner_of_call.get(call_id.as_str())
+                && inside(owner) != inside(position)
+            {
+                return Err(format!(
+                    "replace would split the tool batch of seq {} (result seq {} for call '{call_id}')",
+                    self.surface[owner].seq, node.seq
+                ));
             }
         }
         Ok(())

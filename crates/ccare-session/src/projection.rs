@@ -40,6 +40,10 @@ pub trait Projection: Send + Sync + 'static {
     fn apply(&self, state: &Self::State, event: &Event) -> Option<Self::State>;
 }
 
+/// A projection's `apply` panicked (or was given a state of another type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FoldPanicked;
+
 /// A type-erased state.
 pub type AnyState = Arc<dyn Any + Send + Sync>;
 
@@ -84,7 +88,7 @@ pub trait ErasedProjection: Send + Sync + 'static {
     /// The initial state.
     fn init_any(&self) -> AnyState;
     /// Folds one event; `Err` if the fold panicked.
-    fn apply_any(&self, state: &AnyState, event: &Event) -> Result<Option<AnyState>, ()>;
+    fn apply_any(&self, state: &AnyState, event: &Event) -> Result<Option<AnyState>, FoldPanicked>;
     /// The state as JSON.
     fn encode_state(&self, state: &AnyState) -> Option<serde_json::Value>;
     /// A state from JSON.
@@ -115,13 +119,13 @@ impl<P: Projection> ErasedProjection for Erased<P> {
         Arc::new(self.0.init())
     }
 
-    fn apply_any(&self, state: &AnyState, event: &Event) -> Result<Option<AnyState>, ()> {
+    fn apply_any(&self, state: &AnyState, event: &Event) -> Result<Option<AnyState>, FoldPanicked> {
         let Some(typed) = state.downcast_ref::<P::State>() else {
-            return Err(());
+            return Err(FoldPanicked);
         };
         catch_unwind(AssertUnwindSafe(|| self.0.apply(typed, event)))
             .map(|next| next.map(|next| Arc::new(next) as AnyState))
-            .map_err(|_| ())
+            .map_err(|_| FoldPanicked)
     }
 
     fn encode_state(&self, state: &AnyState) -> Option<serde_json::Value> {
@@ -183,7 +187,7 @@ impl Slot {
             match self.projection.apply_any(&self.state, event) {
                 Ok(Some(next)) => self.state = next,
                 Ok(None) => {}
-                Err(()) => {
+                Err(FoldPanicked) => {
                     tracing::warn!(
                         projection = self.projection.key(),
                         seq = event.seq(),

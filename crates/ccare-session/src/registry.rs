@@ -137,8 +137,8 @@ impl Registry {
             removed |= !keep;
             keep
         });
-        for list in [&self.validators] {
-            list.write().retain(|(id, _)| {
+        {
+            self.validators.write().retain(|(id, _)| {
                 let keep = *id != registration;
                 removed |= !keep;
                 keep

@@ -260,7 +260,7 @@ impl Session {
             };
             let ticket = inner.store.append(&inner.header.id, seq, vec![row]);
             shared.pending.push_back(ticket);
-            if (seq + 1) % CHECKPOINT_EVERY == 0 {
+            if (seq + 1).is_multiple_of(CHECKPOINT_EVERY) {
                 let shared = &mut *shared;
                 checkpoint_slots(inner, &shared.log, &mut shared.slots);
             }
