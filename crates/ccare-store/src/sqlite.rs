@@ -35,10 +35,15 @@
 //!
 //! # Unreported errors and flush
 //!
-//! An error is *reported* when it is handed to a live ticket. When the ticket was
-//! already dropped the writer keeps the error, and the next flush returns it: only the
-//! oldest such error is kept (later ones are logged and discarded), and returning it
-//! clears it. A flush in a failed group returns that group's error.
+//! A failed write's error is *reported* once its ticket has yielded it to an awaiting
+//! caller. The writer remembers every failed write's error until the next flush; the
+//! flush returns the oldest one that no ticket has yielded yet (a dropped ticket never
+//! will) and forgets the rest (logging them). So a caller that drops tickets learns of
+//! the first failure at the next flush, and one that awaited its failing ticket before
+//! flushing does not see that error twice. An error still sitting in a live ticket that
+//! has not been awaited when the flush resolves is returned by both. A flush in a
+//! group whose transaction failed returns an error (the group's, or an older one).
+//! [`SqliteStore::close`] returns what the last flush would have.
 //!
 //! # Reads
 //!
@@ -128,7 +133,22 @@ struct Inner {
     closed: AtomicBool,
 }
 
-type Reply<T> = oneshot::Sender<Result<T, StoreError>>;
+/// Where the writer sends one operation's result.
+struct Reply<T> {
+    sender: oneshot::Sender<Result<T, StoreError>>,
+    /// Set by the ticket once it has yielded an error to its caller.
+    seen: Arc<AtomicBool>,
+}
+
+/// A failed write's error, kept until a flush (see "Unreported errors" above).
+struct Failed {
+    error: StoreError,
+    seen: Arc<AtomicBool>,
+}
+
+/// How many failed writes the writer remembers between flushes; past this, errors that
+/// were already seen are dropped first, then the newest are.
+const MAX_REMEMBERED_FAILURES: usize = 1024;
 
 /// A queued write.
 enum Op {
@@ -198,7 +218,7 @@ impl SqliteStore {
             conn,
             path: path.clone(),
             max_group_ops: config.max_group_ops.max(1),
-            unreported: None,
+            failures: Vec::new(),
             discarded: 0,
         };
         let handle = std::thread::Builder::new()
@@ -237,8 +257,12 @@ impl SqliteStore {
     }
 
     fn submit<T: Send + 'static>(&self, make: impl FnOnce(Reply<T>) -> Op) -> Ticket<T> {
-        let (reply, result) = oneshot::channel();
-        let op = make(reply);
+        let (sender, result) = oneshot::channel();
+        let seen = Arc::new(AtomicBool::new(false));
+        let op = make(Reply {
+            sender,
+            seen: Arc::clone(&seen),
+        });
         let queued = match lock(&self.inner.queue).as_ref() {
             Some(queue) => queue.send(op).is_ok(),
             None => false,
@@ -246,7 +270,13 @@ impl SqliteStore {
         if !queued {
             return Box::pin(std::future::ready(Err(StoreError::Closed)));
         }
-        Box::pin(async move { result.await.unwrap_or(Err(StoreError::Closed)) })
+        Box::pin(async move {
+            let result = result.await.unwrap_or(Err(StoreError::Closed));
+            if result.is_err() {
+                seen.store(true, Ordering::Release);
+            }
+            result
+        })
     }
 
     fn blocking<T: Send + 'static>(
@@ -478,9 +508,9 @@ struct Writer {
     conn: Connection,
     path: PathBuf,
     max_group_ops: usize,
-    /// The oldest error whose ticket was dropped before it could be told.
-    unreported: Option<StoreError>,
-    /// Unreported errors discarded because an older one was already kept.
+    /// Failed writes since the last flush, oldest first.
+    failures: Vec<Failed>,
+    /// Failures forgotten since the last flush because `failures` was full.
     discarded: usize,
 }
 
@@ -491,11 +521,8 @@ impl Writer {
         while let Ok(first) = queue.recv() {
             self.group(first, queue);
         }
-        if self.discarded > 0 {
-            tracing::warn!(path = %self.path.display(), discarded = self.discarded, "sqlite writer stopped; later unreported write errors were discarded");
-        }
         tracing::debug!(path = %self.path.display(), "sqlite writer stopped");
-        self.unreported.take()
+        self.take_unreported()
     }
 
     /// Applies `first` and whatever is already queued behind it in one transaction,
@@ -571,42 +598,71 @@ impl Writer {
             })
         };
         for item in done {
-            let undelivered = match item {
+            let failed_write = match item {
                 Done::Create(reply, result) => {
                     deliver(reply, failed("create_session").map_or(result, Err))
                 }
                 Done::Append(reply, result) => deliver(reply, failed("append").map_or(result, Err)),
                 Done::KvCas(reply, result) => deliver(reply, failed("kv_cas").map_or(result, Err)),
                 Done::Flush(reply) => {
-                    let result = match self.unreported.take().or_else(|| failed("flush")) {
+                    let result = match self.take_unreported().or_else(|| failed("flush")) {
                         Some(err) => Err(err),
                         None => Ok(()),
                     };
                     deliver(reply, result)
                 }
             };
-            if let Some(err) = undelivered {
-                self.keep_unreported(err);
+            if let Some(failed) = failed_write {
+                self.remember(failed);
             }
         }
     }
 
-    fn keep_unreported(&mut self, err: StoreError) {
-        if self.unreported.is_none() {
-            self.unreported = Some(err);
-        } else {
-            self.discarded += 1;
-            tracing::warn!(path = %self.path.display(), error = %err, "write error with a dropped ticket; an older unreported error is pending, so this one is discarded");
+    fn remember(&mut self, failed: Failed) {
+        if self.failures.len() >= MAX_REMEMBERED_FAILURES {
+            self.failures
+                .retain(|kept| !kept.seen.load(Ordering::Acquire));
         }
+        if self.failures.len() >= MAX_REMEMBERED_FAILURES {
+            self.discarded += 1;
+        } else {
+            self.failures.push(failed);
+        }
+    }
+
+    /// The oldest failure no ticket has yielded; forgets every remembered failure.
+    fn take_unreported(&mut self) -> Option<StoreError> {
+        let mut oldest = None;
+        let mut others = 0_usize;
+        for failed in self.failures.drain(..) {
+            if failed.seen.load(Ordering::Acquire) {
+                continue;
+            }
+            if oldest.is_none() {
+                oldest = Some(failed.error);
+            } else {
+                others += 1;
+                tracing::warn!(path = %self.path.display(), error = %failed.error, "unreported write error superseded by an older one");
+            }
+        }
+        if others > 0 || self.discarded > 0 {
+            tracing::warn!(path = %self.path.display(), others, discarded = self.discarded, "flush reports only the oldest unreported write error");
+        }
+        self.discarded = 0;
+        oldest
     }
 }
 
-/// Sends `result`; returns the error back when the ticket was dropped.
-fn deliver<T>(reply: Reply<T>, result: Result<T, StoreError>) -> Option<StoreError> {
-    match reply.send(result) {
-        Ok(()) | Err(Ok(_)) => None,
-        Err(Err(err)) => Some(err),
-    }
+/// Sends `result`; when it is an error, returns it to be remembered until the next
+/// flush (with the flag the ticket sets once it has yielded it).
+fn deliver<T>(reply: Reply<T>, result: Result<T, StoreError>) -> Option<Failed> {
+    let failed = result.as_ref().err().map(|error| Failed {
+        error: error.clone(),
+        seen: Arc::clone(&reply.seen),
+    });
+    // A dropped ticket leaves `seen` unset forever, so the next flush reports it.
+    let _ = reply.sender.send(result);
+    failed
 }
 
 /// An operation that never ran because the group could not start; its result is
