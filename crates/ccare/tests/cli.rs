@@ -1,0 +1,93 @@
+//! The real `ccare` binary in a temp dir.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::process::{Command, Output};
+
+fn ccare(home: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ccare"))
+        .arg("--home")
+        .arg(home)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+#[test]
+fn demo_list_show_export_import_fork() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    assert!(ccare(&home, &["demo"]).status.success());
+    let list = ccare(&home, &["sessions", "list", "--json"]);
+    assert!(list.status.success());
+    let sessions: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
+    let first = &sessions[0];
+    let id = first["id"].as_str().unwrap().to_owned();
+    assert_eq!(first["events"], 11);
+    assert!(first["created_at"].as_str().unwrap().ends_with('Z'));
+
+    let show = ccare(&home, &["sessions", "show", &id]);
+    assert!(show.status.success());
+    assert!(stdout(&show).contains("assistant/message"));
+
+    let file = dir.path().join("s.jsonl");
+    assert!(
+        ccare(
+            &home,
+            &["sessions", "export", &id, "-o", file.to_str().unwrap()]
+        )
+        .status
+        .success()
+    );
+    let other = dir.path().join("other");
+    assert!(
+        ccare(&other, &["sessions", "import", file.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let again = ccare(&other, &["sessions", "export", &id]);
+    assert_eq!(
+        again.stdout,
+        std::fs::read(&file).unwrap(),
+        "export → import → export is byte-identical"
+    );
+
+    let fork = ccare(&home, &["sessions", "fork", &id, "--at", "3"]);
+    assert_eq!(fork.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&fork.stderr).contains("FORK_INSIDE_TURN")
+            || String::from_utf8_lossy(&fork.stderr).contains("inside turn")
+    );
+    let fork = ccare(&home, &["sessions", "fork", &id, "--at", "10", "--json"]);
+    assert!(
+        fork.status.success(),
+        "{}",
+        String::from_utf8_lossy(&fork.stderr)
+    );
+    let forked: serde_json::Value = serde_json::from_str(&stdout(&fork)).unwrap();
+    assert_eq!(forked["seed_length"], 11);
+    assert_eq!(forked["events"], 12);
+}
+
+#[test]
+fn bad_input_exits_2_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let unknown = ccare(&home, &["sessions", "show", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("unknown session nope"));
+
+    let truncated = dir.path().join("t.jsonl");
+    std::fs::write(&truncated, "{\"format\":\"context-care.session\",\"version\":1,\"id\":\"a\",\"created_ms\":0,\"meta\":{}}\n{\"seq\":0").unwrap();
+    let import = ccare(&home, &["sessions", "import", truncated.to_str().unwrap()]);
+    assert_eq!(import.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&import.stderr).contains("line 2: truncated"));
+    let list = ccare(&home, &["sessions", "list", "--json"]);
+    assert_eq!(stdout(&list).trim(), "[]");
+
+    let usage = ccare(&home, &["sessions", "frobnicate"]);
+    assert_eq!(usage.status.code(), Some(2));
+}
