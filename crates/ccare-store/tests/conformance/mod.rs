@@ -156,7 +156,7 @@ pub(crate) async fn h_sess_1_create_list_newest_first(store: &dyn Store) {
             head: 0,
         })
     );
-    assert_eq!(listed[1], header.unwrap_or_else(|| unreachable!()));
+    assert_eq!(Some(listed[1].clone()), header);
     let header_a = store.session(&sid("s-a")).await.unwrap().unwrap();
     assert_eq!((header_a.head, header_a.incarnation.as_str(), header_a.created_ms), (2, a.as_str(), 100));
     assert_eq!(read_all(store, &sid("s-a")).await, seed);
@@ -547,7 +547,7 @@ pub(crate) async fn h_store_2_concurrent_cas_one_wins(stores: &[&dyn Store]) {
 /// a key, and treats `%`, `_` and `\` as plain characters.
 pub(crate) async fn h_dom_2_kv_scan_prefix_and_paging(store: &dyn Store) {
     let keys = [
-        "a", "a%", "a%b", "a_c", "aXc", "ab", "a\\%", "a\\", "A", "a\u{10FFFF}", "a\u{10FFFF}z", "b", "é", "", "a\u{0}",
+        "a", "a%", "a%b", "a_c", "aXc", "ab", "a\\%", "a\\", "A", "a\u{10FFFF}", "a\u{10FFFF}z", "b", "é", "",
     ];
     for (index, key) in keys.iter().enumerate() {
         assert_eq!(store.kv_cas("scan", key, None, Some(vec![index as u8])).await, Ok(Some(1)), "{key:?}");
@@ -580,7 +580,7 @@ pub(crate) async fn h_dom_2_kv_scan_prefix_and_paging(store: &dyn Store) {
         };
         async move { store.kv_scan("scan", prefix, page).await.unwrap() }
     };
-    for prefix in ["", "a", "a%", "a_", "a\\", "a\\%", "a\u{10FFFF}", "é", "zz", "A", "ab", "a\u{0}"] {
+    for prefix in ["", "a", "a%", "a_", "a\\", "a\\%", "a\u{10FFFF}", "é", "zz", "A", "ab"] {
         let rows = scan(prefix, None, None).await;
         let got: Vec<String> = rows.iter().map(|(key, _)| key.clone()).collect();
         assert_eq!(got, expect(prefix), "prefix {prefix:?}");
