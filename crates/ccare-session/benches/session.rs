@@ -20,21 +20,37 @@ fn main() {
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap())
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
 }
 
 fn engine(path: &std::path::Path) -> Sessions {
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(SqliteConfig::new(path)).unwrap());
-    Sessions::new(store, Arc::new(SystemClock), Arc::new(Registry::with_host_defaults()), SessionsConfig::default())
+    Sessions::new(
+        store,
+        Arc::new(SystemClock),
+        Arc::new(Registry::with_host_defaults()),
+        SessionsConfig::default(),
+    )
 }
 
 /// A user message of about 300 bytes on the wire.
 fn realistic(index: u64) -> EventDraft {
-    let text = format!("message {index}: {}", "lorem ipsum dolor sit amet ".repeat(8));
+    let text = format!(
+        "message {index}: {}",
+        "lorem ipsum dolor sit amet ".repeat(8)
+    );
     let mut message = Message::from_blocks(vec![ContentBlock::text(text)]);
     message.id = Some(format!("m{index}"));
     message.source = Some(Source::user());
-    EventDraft::typed(&UserMessage { message }).unwrap().with_surface(SurfaceOp::Append)
+    EventDraft::typed(&UserMessage { message })
+        .unwrap()
+        .with_surface(SurfaceOp::Append)
 }
 
 fn session_with(events: u64) -> (tempfile::TempDir, Sessions, Session) {
@@ -75,7 +91,9 @@ fn single_durable_append(bencher: divan::Bencher) {
     let mut index = 10;
     bencher.bench_local(|| {
         index += 1;
-        runtime().block_on(session.append_durable(realistic(index))).unwrap();
+        runtime()
+            .block_on(session.append_durable(realistic(index)))
+            .unwrap();
     });
 }
 

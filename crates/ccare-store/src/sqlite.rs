@@ -251,7 +251,8 @@ impl SqliteStore {
     /// Stops accepting work, commits everything already queued and stops the writer
     /// thread, for every handle of this store. Blocks until the queue is drained (call
     /// it from `spawn_blocking` in async code). Returns the oldest write error no ticket
-    /// or flush reported. Later calls, writes and reads fail with `Closed` / return `Ok`.
+    /// or flush reported. Afterwards writes and reads fail with `Closed`, and `close`
+    /// returns `Ok(())`.
     pub fn close(&self) -> Result<(), StoreError> {
         self.inner.shutdown()
     }
@@ -306,7 +307,9 @@ impl Inner {
     fn shutdown(&self) -> Result<(), StoreError> {
         self.closed.store(true, Ordering::Release);
         drop(lock(&self.queue).take());
-        let Some(handle) = lock(&self.writer).take() else {
+        // Held while joining, so a concurrent close returns only after the drain.
+        let mut writer = lock(&self.writer);
+        let Some(handle) = writer.take() else {
             return Ok(());
         };
         match handle.join() {
@@ -563,7 +566,10 @@ impl Writer {
                 }
                 match failure {
                     Some(failure) => {
-                        if let Err(err) = tx.rollback() {
+                        // Some errors (I/O, full disk) already made SQLite roll back.
+                        if tx.is_autocommit() {
+                            drop(tx);
+                        } else if let Err(err) = tx.rollback() {
                             tracing::error!(path = %self.path.display(), error = %err, "sqlite rollback failed");
                         }
                         Some(failure)
@@ -665,8 +671,8 @@ fn deliver<T>(reply: Reply<T>, result: Result<T, StoreError>) -> Option<Failed> 
     failed
 }
 
-/// An operation that never ran because the group could not start; its result is
-/// replaced by the group's failure.
+/// An operation that never ran because the group could not start. Its placeholder
+/// result is never delivered: `resolve` replaces it with the group's failure.
 fn apply_failed(op: Op) -> Done {
     let placeholder = || StoreError::Closed;
     match op {
@@ -677,7 +683,8 @@ fn apply_failed(op: Op) -> Done {
     }
 }
 
-/// Applies one operation inside the group transaction.
+/// Applies one operation inside the group transaction. On a database error the
+/// returned result is a placeholder that `resolve` replaces with the group's failure.
 fn apply(conn: &Connection, op: Op) -> (Done, Option<GroupFailure>) {
     fn split<T>(
         result: Applied<T>,
@@ -1354,14 +1361,16 @@ fn read_events(
     Ok(events)
 }
 
+/// Decodes the `version, value` columns of a `kv` row, starting at column `first`.
 fn kv_value(
     domain: &str,
     key: &str,
     path: &Path,
     operation: &'static str,
     row: &Row<'_>,
+    first: usize,
 ) -> rusqlite::Result<Result<KvEntry, StoreError>> {
-    let version_column = row.get_ref(0)?;
+    let version_column = row.get_ref(first)?;
     let Some(version) = positive(version_column) else {
         return Ok(Err(backend(
             operation,
@@ -1373,7 +1382,7 @@ fn kv_value(
             ),
         )));
     };
-    let value_column = row.get_ref(1)?;
+    let value_column = row.get_ref(first + 1)?;
     let value = match value_column {
         ValueRef::Blob(bytes) | ValueRef::Text(bytes) => bytes.to_vec(),
         ValueRef::Null | ValueRef::Integer(_) | ValueRef::Real(_) => {
@@ -1407,7 +1416,7 @@ fn kv_get(
     conn.prepare_cached("SELECT version, value FROM kv WHERE domain = ?1 AND key = ?2")
         .map_err(sql_error)?
         .query_row([domain, key], |row| {
-            kv_value(domain, key, path, "kv_get", row)
+            kv_value(domain, key, path, "kv_get", row, 0)
         })
         .optional()
         .map_err(sql_error)?
@@ -1489,7 +1498,7 @@ fn kv_scan(
             ));
         };
         let key = key.to_owned();
-        let entry = kv_value(domain, &key, path, "kv_scan", row).map_err(sql_error)??;
+        let entry = kv_value(domain, &key, path, "kv_scan", row, 1).map_err(sql_error)??;
         entries.push((key, entry));
     }
     Ok(entries)
