@@ -91,3 +91,38 @@ fn bad_input_exits_2_with_a_clear_message() {
     let usage = ccare(&home, &["sessions", "frobnicate"]);
     assert_eq!(usage.status.code(), Some(2));
 }
+
+#[test]
+fn corrupted_row_is_reported_with_session_and_seq_and_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    assert!(ccare(&home, &["demo"]).status.success());
+    let list = ccare(&home, &["sessions", "list", "--json"]);
+    let sessions: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
+    let id = sessions[0]["id"].as_str().unwrap().to_owned();
+    {
+        let db = rusqlite::Connection::open(home.join("ccare.db")).unwrap();
+        db.execute(
+            "UPDATE events SET body = '{\"seq\":4,\"time_ms\":' WHERE session_id = ?1 AND seq = 4",
+            [&id],
+        )
+        .unwrap();
+    }
+    let show = ccare(&home, &["sessions", "show", &id]);
+    assert_eq!(show.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&show.stderr).into_owned();
+    assert!(
+        stderr.contains(&format!("session {id}: event 4")),
+        "{stderr}"
+    );
+    // Nothing stored changed: the other rows are still readable by export's raw path.
+    let db = rusqlite::Connection::open(home.join("ccare.db")).unwrap();
+    let count: i64 = db
+        .query_row(
+            "SELECT COUNT(*) FROM events WHERE session_id = ?1",
+            [&id],
+            |row| row.get(0),
+        )
+        .unwrap();
+    assert_eq!(count, 11);
+}
