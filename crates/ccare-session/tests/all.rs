@@ -418,3 +418,35 @@ async fn h_val_2_vetoes_and_unregistered_types() {
     assert_eq!(error.code(), "NON_LOSSLESS_JSON");
     assert_eq!(session.head(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_6_two_writers_one_wins_the_other_is_fenced() {
+    let fixture = Fixture::new();
+    let first = fixture.sessions();
+    let second = fixture.sessions();
+    let session_a = first.create(None, JsonObject::new()).await.unwrap();
+    let id = session_a.id().clone();
+    let session_b = second.open(&id).await.unwrap();
+    session_a.append(user("from a")).unwrap();
+    session_b.append(user("from b")).unwrap();
+    let (flushed_a, flushed_b) = tokio::join!(session_a.flush(), session_b.flush());
+    let outcomes = [flushed_a.is_ok(), flushed_b.is_ok()];
+    assert_eq!(
+        outcomes.iter().filter(|ok| **ok).count(),
+        1,
+        "exactly one writer wins: {outcomes:?}"
+    );
+    let (loser, error) = match (flushed_a, flushed_b) {
+        (Err(error), Ok(())) => (session_a, error),
+        (Ok(()), Err(error)) => (session_b, error),
+        other => panic!("unexpected {other:?}"),
+    };
+    assert_eq!(error.code(), "STORE_CONFLICT");
+    assert_eq!(
+        loser.append(user("again")).unwrap_err().code(),
+        "SESSION_FENCED"
+    );
+    // The store holds exactly the winner's event.
+    let stored = fixture.sessions().load(&id).await.unwrap();
+    assert_eq!(stored.log.head(), 1);
+}
