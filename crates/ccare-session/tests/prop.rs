@@ -107,3 +107,26 @@ proptest! {
         });
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Untrusted input never panics: arbitrary bytes and near-valid lines through the
+    /// import framing, the envelope parser and the replay.
+    #[test]
+    fn untrusted_import_input_never_panics(
+        bytes in proptest::collection::vec(any::<u8>(), 0..512),
+        line in "\\{\"seq\":[0-9],\"time_ms\":-?[0-9]{1,3},\"type\":\"(turn/start|user/message|tool/result|x)\",\"data\":\\{(\"turn\":[0-9-.e]{1,4})?\\}(,\"surface\":\\{\"op\":\"(append|replace)\"(,\"start_seq\":[0-9],\"end_seq\":[0-9])?\\})?\\}",
+    ) {
+        let _ = ccare_session::jsonl::parse_file(&bytes);
+        let _ = Event::parse(String::from_utf8_lossy(&bytes).into_owned());
+        let _ = ccare_core::json::check_text(&String::from_utf8_lossy(&bytes));
+        let registry = Registry::with_host_defaults();
+        let id = SessionId::new("fuzz").unwrap();
+        let _ = replay(&id, [line.clone(), line], &registry, &LoadPolicy::default());
+        let file = format!("{{\"format\":\"context-care.session\",\"version\":1,\"id\":\"f\",\"created_ms\":0,\"meta\":{{}}}}\n{}\n", String::from_utf8_lossy(&bytes));
+        if let Ok(parsed) = ccare_session::jsonl::parse_file(file.as_bytes()) {
+            let _ = replay(&id, parsed.lines.iter().copied(), &registry, &LoadPolicy { strict: true, ..LoadPolicy::default() });
+        }
+    }
+}
