@@ -131,30 +131,25 @@ impl Registry {
 
     /// Removes whatever `registration` added. Returns whether something was removed.
     pub fn remove(&self, registration: Registration) -> bool {
-        let mut removed = false;
-        self.event_types.write().retain(|_, (id, _)| {
-            let keep = *id != registration;
-            removed |= !keep;
-            keep
-        });
-        {
-            self.validators.write().retain(|(id, _)| {
-                let keep = *id != registration;
-                removed |= !keep;
-                keep
-            });
-        }
-        self.observers.write().retain(|(id, _)| {
-            let keep = *id != registration;
-            removed |= !keep;
-            keep
-        });
-        self.projections.write().retain(|(id, _)| {
-            let keep = *id != registration;
-            removed |= !keep;
-            keep
-        });
-        removed
+        let before = self.len();
+        self.event_types
+            .write()
+            .retain(|_, (id, _)| *id != registration);
+        self.validators
+            .write()
+            .retain(|(id, _)| *id != registration);
+        self.observers.write().retain(|(id, _)| *id != registration);
+        self.projections
+            .write()
+            .retain(|(id, _)| *id != registration);
+        self.len() != before
+    }
+
+    fn len(&self) -> usize {
+        self.event_types.read().len()
+            + self.validators.read().len()
+            + self.observers.read().len()
+            + self.projections.read().len()
     }
 
     /// The spec of a registered type.

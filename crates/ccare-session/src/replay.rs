@@ -1,7 +1,6 @@
 //! Rebuilding a [`SessionLog`] from stored or imported envelopes, with the audit of
 //! H-VAL-3: the same checks an append makes, in the same order, event by event.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use ccare_core::{Event, SessionId};
@@ -9,7 +8,7 @@ use ccare_core::{Event, SessionId};
 use crate::error::{AppendError, LoadError, Violation};
 use crate::log::SessionLog;
 use crate::registry::Registry;
-use crate::validate::Validator;
+use crate::validate::{Validator, run_check};
 
 /// How a load or import treats validator violations (`[validators]`, H-VAL-3).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -87,16 +86,13 @@ where
             },
         })?;
         for validator in &validators {
-            let verdict = catch_unwind(AssertUnwindSafe(|| validator.check(&log, &candidate)));
-            let message = match verdict {
-                Ok(Ok(())) => continue,
-                Ok(Err(veto)) => veto.message,
-                Err(_) => "the validator panicked".to_owned(),
+            let Err(veto) = run_check(validator.as_ref(), &log, &candidate) else {
+                continue;
             };
             violations.push(Violation {
                 seq: position,
                 validator: validator.name().to_owned(),
-                message,
+                message: veto.message,
             });
         }
         log.apply(candidate);

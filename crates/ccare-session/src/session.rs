@@ -25,6 +25,7 @@ use crate::projection::{
     AnyState, Checkpoint, PROJECTION_DOMAIN, Projection, ProjectionError, Slot,
 };
 use crate::registry::Registry;
+use crate::validate::run_check;
 use crate::view::DerivedView;
 
 /// How many events pass between automatic projection checkpoints (H-PROJ-3).
@@ -237,19 +238,14 @@ impl Session {
             {
                 let _dispatch = DispatchGuard::enter(inner.instance);
                 for validator in inner.registry.validators() {
-                    let verdict = catch_unwind(AssertUnwindSafe(|| {
-                        validator.check(&shared.log, &candidate)
-                    }));
-                    let message = match verdict {
-                        Ok(Ok(())) => continue,
-                        Ok(Err(veto)) => veto.message,
-                        Err(_) => "the validator panicked".to_owned(),
+                    let Err(veto) = run_check(validator.as_ref(), &shared.log, &candidate) else {
+                        continue;
                     };
                     return Err(AppendError::Vetoed {
                         session: session(),
                         seq,
                         validator: validator.name().to_owned(),
-                        message,
+                        message: veto.message,
                     });
                 }
             }

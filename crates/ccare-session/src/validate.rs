@@ -33,6 +33,19 @@ pub trait Validator: Send + Sync + 'static {
     fn check(&self, log: &SessionLog, candidate: &Candidate) -> Result<(), Veto>;
 }
 
+/// Runs one validator; a panic counts as a veto (H-VAL-2). The one place appends and
+/// load audits call validators through.
+pub(crate) fn run_check(
+    validator: &dyn Validator,
+    log: &SessionLog,
+    candidate: &Candidate,
+) -> Result<(), Veto> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        validator.check(log, candidate)
+    }))
+    .unwrap_or_else(|_| Err(Veto::new("the validator panicked")))
+}
+
 /// The built-in validators, in the order they run.
 pub fn builtin_validators() -> Vec<Arc<dyn Validator>> {
     vec![
