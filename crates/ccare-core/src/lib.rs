@@ -25,6 +25,7 @@
 
 mod clock;
 mod event;
+mod failure;
 mod ids;
 pub mod json;
 pub mod kinds;
@@ -35,6 +36,7 @@ mod usage;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use event::{Event, EventData, EventDraft, EventError, SurfaceOp};
+pub use failure::{FailureCode, LlmFailure};
 pub use ids::{InvalidSessionId, SessionId};
 pub use json::{JsonObject, NonLosslessJson};
 pub use locale::Locale;

@@ -12,6 +12,10 @@ pub(crate) struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     pub(crate) home: Option<PathBuf>,
 
+    /// Config file (default: $CCARE_CONFIG, else ./ccare.toml, else $CCARE_HOME/ccare.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(crate) config: Option<PathBuf>,
+
     #[command(subcommand)]
     pub(crate) command: Command,
 }
@@ -23,6 +27,30 @@ pub(crate) enum Command {
     Sessions(SessionsCommand),
     /// Create a small offline session to look at (a placeholder until the agent loop lands).
     Demo,
+    /// Send one prompt and print the streamed answer.
+    Run(RunArgs),
+    /// List the configured routes and their context windows.
+    Models(ModelsArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// The prompt.
+    #[arg(long)]
+    pub(crate) prompt: String,
+    /// The model, `<provider>/<model>` (default: [agent] model).
+    #[arg(long, value_name = "PROVIDER/MODEL")]
+    pub(crate) model: Option<String>,
+    /// Replay scripted replies offline: `script:FILE.jsonl`.
+    #[arg(long, value_name = "script:FILE")]
+    pub(crate) provider: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ModelsArgs {
+    /// Print a JSON array for scripts.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Subcommand)]

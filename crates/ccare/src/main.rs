@@ -5,8 +5,10 @@
 //! (unknown session, malformed file), with the error on stderr.
 
 mod cli;
+mod config;
 mod demo;
 mod home;
+mod llm_cmd;
 mod output;
 mod sessions_cmd;
 
@@ -75,6 +77,19 @@ fn main() -> ExitCode {
         match cli.command {
             Command::Sessions(command) => sessions_cmd::run(&home, command).await,
             Command::Demo => demo::run(&home).await,
+            Command::Run(args) => {
+                let overrides = config::Overrides {
+                    model: args.model,
+                    provider: args.provider,
+                };
+                let settings = load_settings(cli.config.as_deref(), &home, &overrides)?;
+                llm_cmd::run(&settings, args.prompt).await
+            }
+            Command::Models(args) => {
+                let settings =
+                    load_settings(cli.config.as_deref(), &home, &config::Overrides::default())?;
+                llm_cmd::models(&settings, args.json)
+            }
         }
     });
     match outcome {
@@ -87,6 +102,19 @@ fn main() -> ExitCode {
             ExitCode::from(failure.code)
         }
     }
+}
+
+fn load_settings(
+    flag: Option<&std::path::Path>,
+    home: &home::Home,
+    overrides: &config::Overrides,
+) -> Result<config::Settings, Failure> {
+    let settings = config::load(flag, &home.dir, overrides, &|name| std::env::var(name).ok())
+        .map_err(Failure::bad_input)?;
+    if let Some(notice) = &settings.notice {
+        eprintln!("note: {notice}");
+    }
+    Ok(settings)
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

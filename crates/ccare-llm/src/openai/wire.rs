@@ -1,0 +1,187 @@
+//! Building the chat-completions request body (spec H-LLM-7).
+//!
+//! Each derived message becomes one wire message, in order; consecutive user messages
+//! are never merged. Tool results go out as `role: tool`, and their images move to a
+//! user message right after. Reasoning is echoed only where the route asks for it and
+//! only for assistant messages the same provider wrote.
+
+use ccare_core::{ContentBlock, ImageBlock, JsonObject, Role, ToolCallBlock};
+use serde_json::{Map, Value, json};
+
+use crate::request::{CallConfig, GenerateRequest, RequestMessage};
+
+/// The JSON body for `request`, streaming or not.
+pub(crate) fn request_body(request: &GenerateRequest, stream: bool) -> Value {
+    let config = &request.config;
+    let mut body = Map::new();
+    body.insert("model".into(), Value::String(request.route.model.clone()));
+    body.insert(
+        "messages".into(),
+        Value::Array(messages(
+            config,
+            &request.route.provider,
+            request.route.reasoning_echo,
+        )),
+    );
+    if !config.tools.is_empty() {
+        let tools = config
+            .tools
+            .iter()
+            .map(|tool| {
+                json!({
+                    "type": "function",
+                    "function": {
+                        "name": tool.name,
+                        "description": tool.description,
+                        "parameters": tool.input_schema,
+                    }
+                })
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(max_tokens) = config.max_tokens {
+        body.insert("max_tokens".into(), Value::from(max_tokens));
+    }
+    if let Some(temperature) = config.temperature
+        && let Some(number) = serde_json::Number::from_f64(temperature)
+    {
+        body.insert("temperature".into(), Value::Number(number));
+    }
+    if let Some(effort) = &config.reasoning_effort {
+        body.insert("reasoning_effort".into(), Value::String(effort.clone()));
+    }
+    body.insert("stream".into(), Value::Bool(stream));
+    if stream {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    for (key, value) in &config.ext {
+        body.insert(key.clone(), value.clone());
+    }
+    Value::Object(body)
+}
+
+fn messages(config: &CallConfig, provider: &str, reasoning_echo: bool) -> Vec<Value> {
+    let mut out = Vec::with_capacity(config.messages.len() + 1);
+    if let Some(system) = &config.system {
+        out.push(json!({"role": "system", "content": system}));
+    }
+    for message in &config.messages {
+        match message.role {
+            Role::User => user_messages(message, &mut out),
+            Role::Assistant => {
+                let echo = reasoning_echo && message.origin.as_deref() == Some(provider);
+                out.push(assistant_message(message, echo));
+            }
+        }
+    }
+    out
+}
+
+fn user_messages(message: &RequestMessage, out: &mut Vec<Value>) {
+    let mut parts = Vec::new();
+    let mut moved_images = Vec::new();
+    for block in &message.message.content {
+        match block {
+            ContentBlock::ToolResult(result) => {
+                let mut text = String::new();
+                for inner in &result.content {
+                    match inner {
+                        ContentBlock::Text(inner) => {
+                            if !text.is_empty() {
+                                text.push('\n');
+                            }
+                            text.push_str(&inner.text);
+                        }
+                        ContentBlock::Image(image) => moved_images.push(image_part(image)),
+                        ContentBlock::Reasoning(_)
+                        | ContentBlock::ToolCall(_)
+                        | ContentBlock::ToolResult(_)
+                        | ContentBlock::Unknown(_) => {}
+                    }
+                }
+                out.push(json!({"role": "tool", "tool_call_id": result.call_id, "content": text}));
+            }
+            ContentBlock::Text(text) => parts.push(json!({"type": "text", "text": text.text})),
+            ContentBlock::Image(image) => parts.push(image_part(image)),
+            ContentBlock::Reasoning(_) | ContentBlock::ToolCall(_) | ContentBlock::Unknown(_) => {}
+        }
+    }
+    if !parts.is_empty() {
+        out.push(json!({"role": "user", "content": user_content(parts)}));
+    }
+    if !moved_images.is_empty() {
+        out.push(json!({"role": "user", "content": moved_images}));
+    }
+}
+
+/// Text-only content goes out as one string (what every compatible server accepts);
+/// anything with images as an array of parts.
+fn user_content(parts: Vec<Value>) -> Value {
+    let all_text = parts
+        .iter()
+        .all(|part| part.get("type").and_then(Value::as_str) == Some("text"));
+    if !all_text {
+        return Value::Array(parts);
+    }
+    let texts: Vec<&str> = parts
+        .iter()
+        .filter_map(|part| part.get("text").and_then(Value::as_str))
+        .collect();
+    Value::String(texts.join("\n\n"))
+}
+
+fn image_part(image: &ImageBlock) -> Value {
+    let url = match (&image.data, &image.uri) {
+        (Some(data), _) => format!("data:{};base64,{data}", image.media_type),
+        (None, Some(uri)) => uri.clone(),
+        (None, None) => String::new(),
+    };
+    json!({"type": "image_url", "image_url": {"url": url}})
+}
+
+fn assistant_message(message: &RequestMessage, echo_reasoning: bool) -> Value {
+    let mut text = String::new();
+    let mut reasoning = String::new();
+    let mut calls = Vec::new();
+    for block in &message.message.content {
+        match block {
+            ContentBlock::Text(block) => text.push_str(&block.text),
+            ContentBlock::Reasoning(block) if !block.opaque => reasoning.push_str(&block.text),
+            ContentBlock::ToolCall(call) => calls.push(tool_call(call)),
+            ContentBlock::Reasoning(_)
+            | ContentBlock::ToolResult(_)
+            | ContentBlock::Image(_)
+            | ContentBlock::Unknown(_) => {}
+        }
+    }
+    let mut wire = JsonObject::new();
+    wire.insert("role".into(), Value::String("assistant".into()));
+    wire.insert(
+        "content".into(),
+        if text.is_empty() && !calls.is_empty() {
+            Value::Null
+        } else {
+            Value::String(text)
+        },
+    );
+    if echo_reasoning && !reasoning.is_empty() {
+        wire.insert("reasoning_content".into(), Value::String(reasoning));
+    }
+    if !calls.is_empty() {
+        wire.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Value::Object(wire)
+}
+
+fn tool_call(call: &ToolCallBlock) -> Value {
+    let arguments = match &call.raw_arguments {
+        Some(raw) => raw.clone(),
+        None => call.arguments.to_string(),
+    };
+    json!({
+        "id": call.id,
+        "type": "function",
+        "function": {"name": call.name, "arguments": arguments},
+    })
+}

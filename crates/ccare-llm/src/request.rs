@@ -1,0 +1,90 @@
+//! What a request asks for (spec H-HOOK-3) and what an adapter receives (H-LLM-1).
+
+use std::sync::Arc;
+
+use ccare_core::{JsonObject, Message, Role};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::purpose::Purpose;
+use crate::route::Route;
+
+/// A tool as the model is told about it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    pub description: String,
+    /// The JSON Schema of its arguments.
+    pub input_schema: Value,
+}
+
+/// One message of a request, as the derived view gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestMessage {
+    /// `user` (prompts, notices, tool results) or `assistant`.
+    pub role: Role,
+    /// The message; shared with the derived view, never copied.
+    pub message: Arc<Message>,
+    /// For assistant messages: the provider (config name) that wrote it, so adapters
+    /// know whose reasoning they may echo back (H-LLM-7 `reasoning_echo`).
+    pub origin: Option<String>,
+}
+
+impl RequestMessage {
+    /// A user message.
+    pub fn user(message: Message) -> Self {
+        Self {
+            role: Role::User,
+            message: Arc::new(message),
+            origin: None,
+        }
+    }
+
+    /// An assistant message written by `origin`.
+    pub fn assistant(message: Message, origin: Option<String>) -> Self {
+        Self {
+            role: Role::Assistant,
+            message: Arc::new(message),
+            origin,
+        }
+    }
+}
+
+/// The editable configuration of one call (H-HOOK-3): request hooks change it before
+/// it is prepared.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CallConfig {
+    /// `"<provider>/<model>"`.
+    pub model: String,
+    /// The output limit; the route's default when `None`.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Reasoning effort, for providers that take one.
+    pub reasoning_effort: Option<String>,
+    /// The system prompt.
+    pub system: Option<String>,
+    /// The tools offered.
+    pub tools: Vec<ToolSpec>,
+    /// The conversation, in order.
+    pub messages: Vec<RequestMessage>,
+    /// Why the call is made.
+    pub purpose: Purpose,
+    /// Extra top-level request fields, sent as they are (provider-specific options).
+    pub ext: JsonObject,
+}
+
+/// What an adapter receives: the call with its route pinned and limits resolved.
+#[derive(Debug, Clone)]
+pub struct GenerateRequest {
+    /// The call's id, shared by all attempts.
+    pub call_id: String,
+    /// The attempt, from 1.
+    pub attempt: u32,
+    /// The pinned route.
+    pub route: Route,
+    /// The call; `max_tokens` is already resolved against the route.
+    pub config: CallConfig,
+}
