@@ -1,0 +1,200 @@
+//! `ccare run --prompt` and `ccare models` as a user runs them: the real binary,
+//! a `ccare.toml`, and the fake OpenAI-compatible server (DESIGN.md §5 exit codes,
+//! spec H-LLM-2, H-LLM-5, H-CFG-2).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use ccare_fake_openai::{FakeServer, Reply, Script};
+
+fn ccare(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ccare"))
+        .current_dir(dir)
+        .env_remove("DEEPSEEK_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("CCARE_CONFIG")
+        .env_remove("CCARE_HOME")
+        .env("FAKE_KEY", "sk-fake")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+async fn ccare_async(dir: &Path, args: &[&str]) -> Output {
+    let dir = dir.to_path_buf();
+    let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
+    tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        ccare(&dir, &refs)
+    })
+    .await
+    .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+fn write_config(dir: &Path, base_url: &str) {
+    std::fs::write(
+        dir.join("ccare.toml"),
+        format!(
+            r#"
+[agent]
+model = "local/fake-model"
+
+[providers.local]
+kind = "openai"
+base_url = "{base_url}"
+api_key_env = "FAKE_KEY"
+idle_timeout_ms = 2000
+
+[models."local/fake-model"]
+context_window = 16000
+max_output_tokens = 1024
+"#
+        ),
+    )
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_prints_the_streamed_answer_and_sends_the_purpose_header() {
+    let server = FakeServer::start().await.unwrap();
+    server.push(Reply::Chunks(
+        Script::new()
+            .reasoning("thinking")
+            .text("Hello, ")
+            .text("world.")
+            .finish("stop"),
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &server.base_url());
+    let output = ccare_async(dir.path(), &["run", "--prompt", "Say hello"]).await;
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout), "Hello, world.\n");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].header("x-ccare-purpose"), Some("conversation"));
+    assert_eq!(requests[0].header("authorization"), Some("Bearer sk-fake"));
+    assert_eq!(requests[0].body["max_tokens"], 1024);
+    assert_eq!(requests[0].body["messages"][0]["content"], "Say hello");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn run_names_the_failure_code_and_exits_1() {
+    let server = FakeServer::start().await.unwrap();
+    server.push(Reply::overflow());
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &server.base_url());
+    let output = ccare_async(dir.path(), &["run", "--prompt", "x"]).await;
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with("error: CONTEXT_WINDOW_EXCEEDED: "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("(HTTP 400) [local/fake-model]"), "{stderr}");
+}
+
+#[test]
+fn run_warns_on_length_and_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.jsonl"),
+        "# one reply\n{\"text\": \"cut sho\", \"finish\": \"length\"}\n",
+    )
+    .unwrap();
+    let output = ccare(
+        dir.path(),
+        &["run", "--prompt", "x", "--provider", "script:s.jsonl"],
+    );
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(text(&output.stdout), "cut sho\n");
+    assert!(text(&output.stderr).contains("warning: the answer was cut at the output limit"));
+}
+
+#[test]
+fn without_config_or_key_the_scripted_demo_answers_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = ccare(dir.path(), &["run", "--prompt", "ping"]);
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        text(&output.stdout),
+        "(scripted demo provider) You said: ping\n"
+    );
+    assert!(text(&output.stderr).contains("using the scripted demo provider"));
+}
+
+#[test]
+fn h_cfg_2_invalid_config_exits_2_naming_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("ccare.toml"),
+        "[providers.local]\nkind = \"carrier-pigeon\"\n",
+    )
+    .unwrap();
+    let output = ccare(dir.path(), &["run", "--prompt", "x"]);
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.starts_with(
+            "error: ccare.toml: providers.local.kind: unknown variant `carrier-pigeon`"
+        ),
+        "{stderr}"
+    );
+
+    std::fs::write(
+        dir.path().join("ccare.toml"),
+        "[agent]\nmodel = \"ghost/m\"\n[providers.local]\nkind = \"openai\"\n",
+    )
+    .unwrap();
+    let output = ccare(dir.path(), &["run", "--prompt", "x"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output.stderr));
+    assert!(
+        text(&output.stderr).contains("provider \"ghost\", which is not configured"),
+        "{}",
+        text(&output.stderr)
+    );
+
+    let bad_script = ccare(
+        dir.path(),
+        &["run", "--prompt", "x", "--provider", "script:missing.jsonl"],
+    );
+    assert_eq!(bad_script.status.code(), Some(2));
+    assert!(
+        text(&bad_script.stderr)
+            .contains("providers.script.script: cannot read script missing.jsonl"),
+        "{}",
+        text(&bad_script.stderr)
+    );
+}
+
+#[test]
+fn models_lists_routes_with_windows() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "http://127.0.0.1:9/v1");
+    let output = ccare(dir.path(), &["models", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let routes: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        routes,
+        serde_json::json!([{"name": "local/fake-model", "kind": "openai", "context_window": 16000, "max_output_tokens": 1024, "default": true}])
+    );
+    let table = ccare(dir.path(), &["models"]);
+    let table = text(&table.stdout);
+    assert!(
+        table
+            .lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("local/fake-model"),
+        "{table}"
+    );
+    assert!(
+        table.contains("16000") && table.contains("(default)"),
+        "{table}"
+    );
+}
