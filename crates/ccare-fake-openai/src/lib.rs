@@ -30,6 +30,7 @@
 //! let server = FakeServer::start().await?;
 //! server.push(Reply::text("Hello world"));
 //!
+//! let _ = rustls::crypto::ring::default_provider().install_default();
 //! let response = reqwest::Client::new()
 //!     .post(format!("{}/chat/completions", server.base_url()))
 //!     .header("authorization", "Bearer sk-test")

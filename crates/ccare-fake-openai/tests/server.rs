@@ -10,6 +10,8 @@ use ccare_fake_openai::{
 use serde_json::{Value, json};
 
 fn client() -> reqwest::Client {
+    // reqwest is built without a TLS provider (see the workspace Cargo.toml).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder().no_proxy().build().unwrap()
 }
 
