@@ -57,6 +57,8 @@ pub struct RouteInfo {
     pub context_window: Option<u64>,
     /// The default output limit, when known.
     pub max_output_tokens: Option<u32>,
+    /// The tokenizer that makes counts exact, when one is configured or installed.
+    pub tokenizer: Option<PathBuf>,
 }
 
 impl Llm {
@@ -198,6 +200,7 @@ impl Llm {
                     kind: route.kind,
                     context_window: route.context_window,
                     max_output_tokens: route.max_output_tokens,
+                    tokenizer: route.tokenizer,
                 })
             })
             .collect()

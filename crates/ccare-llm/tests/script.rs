@@ -133,8 +133,14 @@ async fn h_llm_8_an_unexpected_request_fails_naming_the_script_line() {
     assert_eq!(script.remaining(), 0);
     let mut compaction = ask("z");
     compaction.purpose = Purpose::Compaction;
-    let script = ScriptProvider::from_jsonl("{\"expect\": {\"purpose\": \"compaction\"}, \"text\": \"summary\"}").unwrap();
-    assert_eq!(answer(&llm_with(&script), compaction).await.text(), "summary");
+    let script = ScriptProvider::from_jsonl(
+        "{\"expect\": {\"purpose\": \"compaction\"}, \"text\": \"summary\"}",
+    )
+    .unwrap();
+    assert_eq!(
+        answer(&llm_with(&script), compaction).await.text(),
+        "summary"
+    );
 }
 
 #[test]

@@ -13,6 +13,10 @@ use ccare_core::Locale;
 use ccare_llm::{LlmConfig, ModelConfig, ProviderConfig, ProviderKind, Purpose, env_defaults};
 use serde::Deserialize;
 
+/// Where `scripts/fetch-tokenizer.sh` installs the DeepSeek-V4 tokenizer, under the
+/// data directory; routes of kind `deepseek` count exactly with it when it is there.
+pub(crate) const DEEPSEEK_TOKENIZER: &str = "tokenizers/deepseek-v4/tokenizer.json";
+
 /// The whole file. Tables the host does not read yet are refused rather than ignored.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -125,8 +129,13 @@ pub(crate) fn load(
         || "the command line".to_owned(),
         |path| path.display().to_string(),
     );
-    resolve(file, source, &base, overrides, env)
-        .map_err(|message| anyhow::anyhow!("{origin}: {message}"))
+    let mut settings = resolve(file, source, &base, overrides, env)
+        .map_err(|message| anyhow::anyhow!("{origin}: {message}"))?;
+    let installed = home.join(DEEPSEEK_TOKENIZER);
+    if installed.is_file() {
+        settings.llm.deepseek_tokenizer = Some(installed);
+    }
+    Ok(settings)
 }
 
 fn parse(text: &str) -> Result<ConfigFile, String> {

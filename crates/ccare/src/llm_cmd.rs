@@ -38,6 +38,7 @@ pub(crate) fn models(settings: &Settings, json: bool) -> Result<(), Failure> {
                 kind: route.kind,
                 context_window: route.context_window,
                 max_output_tokens: route.max_output_tokens,
+                tokenizer: route.tokenizer,
             },
         );
     }
@@ -51,6 +52,7 @@ pub(crate) fn models(settings: &Settings, json: bool) -> Result<(), Failure> {
                     "kind": route.kind.as_str(),
                     "context_window": route.context_window,
                     "max_output_tokens": route.max_output_tokens,
+                    "tokenizer": route.tokenizer.as_ref().map(|path| path.display().to_string()),
                     "default": route.name == settings.model,
                 })
             })

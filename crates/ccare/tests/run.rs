@@ -181,7 +181,7 @@ fn models_lists_routes_with_windows() {
     let routes: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(
         routes,
-        serde_json::json!([{"name": "local/fake-model", "kind": "openai", "context_window": 16000, "max_output_tokens": 1024, "default": true}])
+        serde_json::json!([{"name": "local/fake-model", "kind": "openai", "context_window": 16000, "max_output_tokens": 1024, "tokenizer": null, "default": true}])
     );
     let table = ccare(dir.path(), &["models"]);
     let table = text(&table.stdout);
