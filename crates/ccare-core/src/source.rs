@@ -57,6 +57,20 @@ pub struct PluginSource {
     pub extra: JsonObject,
 }
 
+impl PluginSource {
+    /// A `plugin{plugin, form: notice}` source.
+    pub fn notice(plugin: &str) -> Self {
+        Self {
+            kind: "plugin".to_owned(),
+            plugin: Some(plugin.to_owned()),
+            form: Some("notice".to_owned()),
+            summary: None,
+            sections: None,
+            extra: JsonObject::new(),
+        }
+    }
+}
+
 impl Source {
     /// A plain user source.
     pub fn user() -> Self {

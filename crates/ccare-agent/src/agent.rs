@@ -1,0 +1,397 @@
+//! The agent: one session, its inbox, and the driver that runs turns until idle
+//! (spec H-LOOP-1 .. H-LOOP-4, H-CANCEL-1, H-CANCEL-3, H-CANCEL-4).
+//!
+//! Callers queue work ([`Agent::followup`], [`Agent::steer`], [`Agent::inject`]); a
+//! driver task wakes, runs turns while waking entries are queued, then goes idle.
+//! [`Agent::when_idle`] resolves when no turn runs and nothing waking is queued — from
+//! the moment `followup` returns, the entry counts as queued.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ccare_core::kinds::TurnEndReason;
+use ccare_core::{Clock, Message, Source};
+use ccare_llm::{CancellationToken, Chunk};
+use ccare_session::Session;
+use parking_lot::Mutex;
+use serde::Serialize;
+use tokio::sync::{broadcast, watch};
+
+use crate::host::Host;
+use crate::inbox::{Inbox, Target};
+
+/// Per-agent request options (H-LOOP-1) and loop limits (`[loop]`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentOptions {
+    /// `"<provider>/<model>"`.
+    pub model: String,
+    /// Output limit; the route's default when `None`.
+    pub max_tokens: Option<u32>,
+    /// Sampling temperature.
+    pub temperature: Option<f64>,
+    /// Reasoning effort.
+    pub reasoning_effort: Option<String>,
+    /// Steps per turn before the turn ends with `STEP_LIMIT` (`loop.max_steps_per_turn`).
+    pub max_steps_per_turn: u32,
+    /// Request-error retries per step (`loop.max_request_retries`).
+    pub max_request_retries: u32,
+    /// Parallel-safe tool calls run at once (`loop.tool_pool`).
+    pub tool_pool: usize,
+    /// How long running tool bodies get after a cancel (`loop.tool_cancel_grace_ms`).
+    pub tool_cancel_grace_ms: u64,
+}
+
+impl AgentOptions {
+    /// Options for `model` with the spec's default limits.
+    pub fn new(model: impl Into<String>) -> Self {
+        Self {
+            model: model.into(),
+            max_tokens: None,
+            temperature: None,
+            reasoning_effort: None,
+            max_steps_per_turn: 200,
+            max_request_retries: 3,
+            tool_pool: 10,
+            tool_cancel_grace_ms: 5_000,
+        }
+    }
+}
+
+/// Why a turn is cancelled (H-CANCEL-1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum CancelCause {
+    /// The user asked (Ctrl-C, a stop button).
+    User,
+    /// A plugin's hook asked (stream watch).
+    Hook {
+        /// The plugin.
+        plugin: String,
+        /// Why.
+        reason: String,
+    },
+    /// The host is shutting down.
+    Shutdown,
+    /// A deadline passed.
+    Timeout,
+}
+
+/// A chunk as it streams, for live subscribers (a terminal, the web UI).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveChunk {
+    /// The turn.
+    pub turn: u32,
+    /// The step.
+    pub step: u32,
+    /// The call.
+    pub call_id: String,
+    /// The chunk.
+    pub chunk: Chunk,
+}
+
+pub(crate) struct ActiveTurn {
+    pub(crate) token: CancellationToken,
+    pub(crate) cause: Option<CancelCause>,
+    pub(crate) keep_inbox: bool,
+    /// The inbox position when the cancel came: entries before it are dropped unless
+    /// `keep_inbox`.
+    pub(crate) cancelled_at: Option<u64>,
+}
+
+pub(crate) struct State {
+    pub(crate) inbox: Inbox,
+    pub(crate) running: bool,
+    pub(crate) active: Option<ActiveTurn>,
+    pub(crate) last_end: Option<TurnEndReason>,
+    /// How many turns have ended (cancel waits for the next one).
+    pub(crate) turns_ended: u64,
+    /// The last request header and context this agent logged (fingerprints).
+    pub(crate) last_header: Option<String>,
+    pub(crate) last_context: Option<String>,
+    /// Which provider wrote each assistant message seq (for reasoning echo).
+    pub(crate) origins: HashMap<u64, Option<String>>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) host: Arc<Host>,
+    pub(crate) session: Session,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) options: Mutex<AgentOptions>,
+    pub(crate) state: Mutex<State>,
+    idle: watch::Sender<u64>,
+    pub(crate) live: broadcast::Sender<LiveChunk>,
+}
+
+/// An agent on one session. Cheap to clone.
+#[derive(Clone)]
+pub struct Agent {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Agent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Agent")
+            .field("session", self.inner.session.id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Agent {
+    /// Attaches an agent to `session`. Its first request header is `initial` on a
+    /// fresh session and `resume` on one that already has requests (H-SESS-4).
+    pub fn new(
+        host: Arc<Host>,
+        session: Session,
+        clock: Arc<dyn Clock>,
+        options: AgentOptions,
+    ) -> Self {
+        let (idle, _) = watch::channel(0);
+        let (live, _) = broadcast::channel(1024);
+        Self {
+            inner: Arc::new(Inner {
+                host,
+                session,
+                clock,
+                options: Mutex::new(options),
+                state: Mutex::new(State {
+                    inbox: Inbox::default(),
+                    running: false,
+                    active: None,
+                    last_end: None,
+                    turns_ended: 0,
+                    last_header: None,
+                    last_context: None,
+                    origins: HashMap::new(),
+                }),
+                idle,
+                live,
+            }),
+        }
+    }
+
+    /// The session.
+    pub fn session(&self) -> &Session {
+        &self.inner.session
+    }
+
+    /// The host.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.inner.host
+    }
+
+    /// The current options.
+    pub fn options(&self) -> AgentOptions {
+        self.inner.options.lock().clone()
+    }
+
+    /// Changes the options; they apply from the next step (with `request/header{change}`).
+    pub fn set_options(&self, options: AgentOptions) {
+        *self.inner.options.lock() = options;
+    }
+
+    /// Queues a message for the next turn and wakes the agent. Returns its queue id.
+    pub fn followup(&self, message: Message) -> u64 {
+        self.enqueue(Target::Followup, message, true)
+    }
+
+    /// Queues a message for the next step and wakes the agent.
+    pub fn steer(&self, message: Message) -> u64 {
+        self.enqueue(Target::Steer, message, true)
+    }
+
+    /// Queues a message for the next step without waking an idle agent.
+    pub fn inject(&self, message: Message) -> u64 {
+        self.enqueue(Target::Inject, message, false)
+    }
+
+    /// Queues the user's text as a followup.
+    pub fn prompt(&self, text: impl Into<String>) -> u64 {
+        let mut message = Message::from_blocks(vec![ccare_core::ContentBlock::text(text)]);
+        message.id = Some(uuid::Uuid::now_v7().to_string());
+        message.source = Some(Source::user());
+        self.followup(message)
+    }
+
+    fn enqueue(&self, target: Target, message: Message, wake: bool) -> u64 {
+        let start = {
+            let mut state = self.inner.state.lock();
+            let id = state.inbox.push(target, message);
+            let start = wake && !state.running;
+            if start {
+                state.running = true;
+            }
+            (id, start)
+        };
+        self.bump_idle();
+        if start.1 {
+            let agent = self.clone();
+            tokio::spawn(async move { agent.drive().await });
+        }
+        start.0
+    }
+
+    /// A receiver of every chunk as it streams.
+    pub fn subscribe_live(&self) -> broadcast::Receiver<LiveChunk> {
+        self.inner.live.subscribe()
+    }
+
+    /// Whether a turn is running or waking work is queued.
+    pub fn is_busy(&self) -> bool {
+        let state = self.inner.state.lock();
+        state.running || state.inbox.has_waking()
+    }
+
+    /// Resolves when no turn runs and no waking entry is queued; returns how the last
+    /// turn ended.
+    pub async fn when_idle(&self) -> Option<TurnEndReason> {
+        let mut changes = self.inner.idle.subscribe();
+        loop {
+            {
+                let state = self.inner.state.lock();
+                if !state.running && !state.inbox.has_waking() {
+                    return state.last_end.clone();
+                }
+            }
+            if changes.changed().await.is_err() {
+                return None;
+            }
+        }
+    }
+
+    /// Cancels the running turn (H-CANCEL-1). The first cause wins; later cancels
+    /// join it. Resolves once the turn has ended. With `keep_inbox`, claimed but
+    /// unentered entries return to the inbox; without, everything queued before the
+    /// cancel is dropped (H-CANCEL-3).
+    pub async fn cancel(&self, cause: CancelCause, keep_inbox: bool) {
+        let mut changes = self.inner.idle.subscribe();
+        let waiting_for = {
+            let mut state = self.inner.state.lock();
+            let waiting_for = state.active.as_ref().map(|_| state.turns_ended + 1);
+            let position = state.inbox.next_id();
+            let mut dropped_now = false;
+            match &mut state.active {
+                Some(active) => {
+                    if active.cause.is_none() {
+                        active.cause = Some(cause);
+                        active.keep_inbox = keep_inbox;
+                        active.cancelled_at = Some(position);
+                    }
+                    active.token.cancel();
+                }
+                None => dropped_now = !keep_inbox,
+            }
+            if dropped_now {
+                state.inbox.drop_before(position);
+            }
+            waiting_for
+        };
+        self.bump_idle();
+        let Some(target) = waiting_for else {
+            return;
+        };
+        loop {
+            if self.inner.state.lock().turns_ended >= target {
+                return;
+            }
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+
+    pub(crate) fn bump_idle(&self) {
+        self.inner
+            .idle
+            .send_modify(|generation| *generation = generation.wrapping_add(1));
+    }
+
+    async fn drive(self) {
+        loop {
+            let opening = {
+                let mut state = self.inner.state.lock();
+                match state.inbox.take_opening() {
+                    Some(entry) => {
+                        state.active = Some(ActiveTurn {
+                            token: CancellationToken::new(),
+                            cause: None,
+                            keep_inbox: false,
+                            cancelled_at: None,
+                        });
+                        Some(entry)
+                    }
+                    None => None,
+                }
+            };
+            let Some(opening) = opening else {
+                let hooks: Vec<_> = self
+                    .inner
+                    .host
+                    .hooks
+                    .read()
+                    .idle
+                    .iter()
+                    .map(|hook| Arc::clone(&hook.hook))
+                    .collect();
+                for hook in hooks {
+                    hook.on_idle(&self.inner.session).await;
+                }
+                let mut state = self.inner.state.lock();
+                if state.inbox.has_waking() {
+                    continue;
+                }
+                state.running = false;
+                drop(state);
+                self.bump_idle();
+                return;
+            };
+            let reason = crate::turn::run_turn(&self, opening).await;
+            {
+                let mut state = self.inner.state.lock();
+                if let Some(active) = state.active.take()
+                    && let Some(position) = active.cancelled_at
+                    && !active.keep_inbox
+                {
+                    state.inbox.drop_before(position);
+                }
+                state.last_end = Some(reason);
+                state.turns_ended += 1;
+            }
+            self.bump_idle();
+        }
+    }
+
+    /// The cancel token of the running turn.
+    pub(crate) fn turn_token(&self) -> CancellationToken {
+        self.inner
+            .state
+            .lock()
+            .active
+            .as_ref()
+            .map(|active| active.token.clone())
+            .unwrap_or_default()
+    }
+
+    /// Cancels the running turn from inside (a stream observer), first cause wins.
+    pub(crate) fn cancel_from_hook(&self, cause: CancelCause) {
+        let mut state = self.inner.state.lock();
+        let position = state.inbox.next_id();
+        if let Some(active) = &mut state.active {
+            if active.cause.is_none() {
+                active.cause = Some(cause);
+                active.keep_inbox = true;
+                active.cancelled_at = Some(position);
+            }
+            active.token.cancel();
+        }
+    }
+
+    /// The cause of the running turn's cancel, if it was cancelled.
+    pub(crate) fn cancel_cause(&self) -> Option<CancelCause> {
+        self.inner
+            .state
+            .lock()
+            .active
+            .as_ref()
+            .and_then(|active| active.cause.clone())
+    }
+}

@@ -1,0 +1,283 @@
+//! Hook chains (spec H-HOOK-1 .. H-HOOK-7): the points where plugins shape a step.
+//!
+//! - **pre-step** is an async waterfall: each hook gets the input and a [`PreStepNext`]
+//!   to call the rest of the chain; a hook registered *outermost* runs before the
+//!   others (newest outermost first) and, by awaiting `next`, sees what inner hooks
+//!   produced. The terminal enters the input unchanged.
+//! - **request** hooks edit the call config in order, before the call is prepared.
+//! - **stream** observers see every chunk synchronously and may cancel the turn with a
+//!   `hook` cause (stream watch does).
+//! - **request-error** hooks may ask for a retry; the first `Retry` wins.
+//! - **turn-stopping** hooks run serially when a turn would end; any may steer it on.
+//! - **idle** hooks run when the agent becomes idle (maintenance).
+//!
+//! A hook that fails ends the turn with `error{HOOK_FAILED}` naming hook and plugin.
+
+use std::sync::Arc;
+
+use ccare_core::{LlmFailure, Message};
+use ccare_llm::{CallConfig, CancellationToken, Chunk, Route};
+use ccare_session::Session;
+
+use crate::tool::BoxFuture;
+
+/// What every hook may read about the step it runs in.
+#[derive(Clone)]
+pub struct HookContext {
+    /// The agent's session.
+    pub session: Session,
+    /// The turn.
+    pub turn: u32,
+    /// The step (0 outside a step, e.g. for turn-stopping hooks of an ended step).
+    pub step: u32,
+    /// Fires when the turn is cancelled.
+    pub cancel: CancellationToken,
+}
+
+/// A hook's failure; the turn ends with `error{HOOK_FAILED}`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct HookError {
+    /// What went wrong.
+    pub message: String,
+    /// The plugin whose hook failed (filled in by the chain).
+    pub plugin: Option<String>,
+}
+
+impl HookError {
+    /// The same error, attributed to `owner` unless already attributed.
+    pub(crate) fn attributed(self, owner: &str) -> Self {
+        self.owned_by(owner)
+    }
+
+    /// A failure with a message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            plugin: None,
+        }
+    }
+
+    fn owned_by(mut self, owner: &str) -> Self {
+        if self.plugin.is_none() {
+            self.plugin = Some(owner.to_owned());
+        }
+        self
+    }
+}
+
+/// The pre-step input: the plugin messages claimed for this step, in batch order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PreStepInput {
+    /// Messages to enter after `step/start`.
+    pub messages: Vec<Message>,
+}
+
+/// What the pre-step chain decides.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PreStepDecision {
+    /// Enter these messages and run the step.
+    Enter(Vec<Message>),
+    /// End the turn `blocked`.
+    Reject {
+        /// Who rejected (plugin name).
+        by: String,
+        /// Why, for the log and the user.
+        detail: String,
+    },
+}
+
+/// A pre-step hook (H-HOOK-2).
+pub trait PreStepHook: Send + Sync + 'static {
+    /// Handles the input, usually by calling `next.run(...)` and adjusting its result.
+    fn call<'a>(
+        &'a self,
+        context: &'a HookContext,
+        input: PreStepInput,
+        next: PreStepNext<'a>,
+    ) -> BoxFuture<'a, Result<PreStepDecision, HookError>>;
+}
+
+/// The rest of the pre-step chain.
+pub struct PreStepNext<'a> {
+    rest: &'a [Registered<Arc<dyn PreStepHook>>],
+    context: &'a HookContext,
+}
+
+impl<'a> PreStepNext<'a> {
+    /// Runs the remaining hooks, then the terminal (which enters the input as it is).
+    pub fn run(self, input: PreStepInput) -> BoxFuture<'a, Result<PreStepDecision, HookError>> {
+        match self.rest.split_first() {
+            Some((first, rest)) => {
+                let running = first.hook.call(
+                    self.context,
+                    input,
+                    PreStepNext {
+                        rest,
+                        context: self.context,
+                    },
+                );
+                let owner = first.owner.as_str();
+                Box::pin(async move { running.await.map_err(|error| error.owned_by(owner)) })
+            }
+            None => Box::pin(async move { Ok(PreStepDecision::Enter(input.messages)) }),
+        }
+    }
+}
+
+/// Edits the call config before it is prepared (H-HOOK-3).
+pub trait RequestHook: Send + Sync + 'static {
+    /// Edits `config` in place.
+    fn edit(&self, context: &HookContext, config: &mut CallConfig) -> Result<(), HookError>;
+}
+
+impl<F> RequestHook for F
+where
+    F: Fn(&HookContext, &mut CallConfig) -> Result<(), HookError> + Send + Sync + 'static,
+{
+    fn edit(&self, context: &HookContext, config: &mut CallConfig) -> Result<(), HookError> {
+        self(context, config)
+    }
+}
+
+/// What a stream observer may read (H-HOOK-4).
+#[derive(Debug, Clone)]
+pub struct StreamContext {
+    /// The call.
+    pub call_id: String,
+    /// The attempt, from 1 (request-error retries count up).
+    pub attempt: u32,
+    /// The turn.
+    pub turn: u32,
+    /// The step.
+    pub step: u32,
+    /// The pinned route.
+    pub route: Route,
+}
+
+/// A stream observer's verdict on one chunk.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StreamVerdict {
+    /// Go on.
+    Continue,
+    /// Cancel the turn with cause `hook{plugin, reason}`; the visible output so far is
+    /// kept as an interrupted assistant message.
+    Cancel {
+        /// Why, for the log.
+        reason: String,
+    },
+}
+
+/// Sees every chunk of a conversation stream, synchronously.
+pub trait StreamObserver: Send + Sync + 'static {
+    /// Looks at one chunk.
+    fn on_chunk(&self, context: &StreamContext, chunk: &Chunk) -> StreamVerdict;
+}
+
+impl<F> StreamObserver for F
+where
+    F: Fn(&StreamContext, &Chunk) -> StreamVerdict + Send + Sync + 'static,
+{
+    fn on_chunk(&self, context: &StreamContext, chunk: &Chunk) -> StreamVerdict {
+        self(context, chunk)
+    }
+}
+
+/// A request-error hook's decision (H-HOOK-5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestErrorDecision {
+    /// Rebuild the request and send it again.
+    Retry,
+    /// No opinion: the turn ends with the error unless another hook retries.
+    Pass,
+}
+
+/// Decides what a failed request leads to.
+pub trait RequestErrorHook: Send + Sync + 'static {
+    /// Looks at a failure of attempt `attempt` of the step.
+    fn on_error(
+        &self,
+        context: &HookContext,
+        failure: &LlmFailure,
+        attempt: u32,
+    ) -> RequestErrorDecision;
+}
+
+impl<F> RequestErrorHook for F
+where
+    F: Fn(&HookContext, &LlmFailure, u32) -> RequestErrorDecision + Send + Sync + 'static,
+{
+    fn on_error(
+        &self,
+        context: &HookContext,
+        failure: &LlmFailure,
+        attempt: u32,
+    ) -> RequestErrorDecision {
+        self(context, failure, attempt)
+    }
+}
+
+/// Runs when a turn would end `completed`; may steer it on (H-HOOK-6).
+pub trait TurnStoppingHook: Send + Sync + 'static {
+    /// `Some(message)` steers: the message is entered in another step.
+    fn on_stopping<'a>(
+        &'a self,
+        context: &'a HookContext,
+    ) -> BoxFuture<'a, Result<Option<Message>, HookError>>;
+}
+
+/// Runs when the agent becomes idle (H-LOOP: the idle-maintenance hook).
+pub trait IdleHook: Send + Sync + 'static {
+    /// Does maintenance; the agent stays idle meanwhile and new work waits for it.
+    fn on_idle<'a>(&'a self, session: &'a Session) -> BoxFuture<'a, ()>;
+}
+
+/// A registered hook with its owner.
+#[derive(Clone)]
+pub(crate) struct Registered<T> {
+    pub(crate) owner: String,
+    pub(crate) hook: T,
+}
+
+/// Every hook chain of a host, in run order.
+#[derive(Clone, Default)]
+pub(crate) struct Hooks {
+    pub(crate) pre_step: Vec<Registered<Arc<dyn PreStepHook>>>,
+    pub(crate) request: Vec<Registered<Arc<dyn RequestHook>>>,
+    pub(crate) stream: Vec<Registered<Arc<dyn StreamObserver>>>,
+    pub(crate) request_error: Vec<Registered<Arc<dyn RequestErrorHook>>>,
+    pub(crate) turn_stopping: Vec<Registered<Arc<dyn TurnStoppingHook>>>,
+    pub(crate) idle: Vec<Registered<Arc<dyn IdleHook>>>,
+    /// How many pre-step hooks are outermost (they sit at the front, newest first).
+    pub(crate) outermost: usize,
+}
+
+impl Hooks {
+    /// Runs the pre-step chain.
+    pub(crate) async fn pre_step(
+        &self,
+        context: &HookContext,
+        input: PreStepInput,
+    ) -> Result<PreStepDecision, HookError> {
+        let next = PreStepNext {
+            rest: &self.pre_step,
+            context,
+        };
+        next.run(input).await
+    }
+
+    /// Drops everything `owner` registered.
+    pub(crate) fn remove_owner(&mut self, owner: &str) {
+        let outermost_removed = self.pre_step[..self.outermost]
+            .iter()
+            .filter(|hook| hook.owner == owner)
+            .count();
+        self.outermost -= outermost_removed;
+        self.pre_step.retain(|hook| hook.owner != owner);
+        self.request.retain(|hook| hook.owner != owner);
+        self.stream.retain(|hook| hook.owner != owner);
+        self.request_error.retain(|hook| hook.owner != owner);
+        self.turn_stopping.retain(|hook| hook.owner != owner);
+        self.idle.retain(|hook| hook.owner != owner);
+    }
+}

@@ -1,0 +1,307 @@
+//! The `Host`: what every agent of a process shares — the LLM layer, the session
+//! engine, tools, hook chains, system-prompt sections — and the [`Plugin`] trait
+//! through which features register into it (DESIGN.md §3, spec H-GEN-3).
+//!
+//! Everything a plugin registers is owned by its name; [`Host::unmount`] removes all
+//! of it. Plugin config is the `[plugins.<name>]` table, validated by the plugin at
+//! mount time; its errors are prefixed with the plugin name (H-CFG-3).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use ccare_core::kinds::EventTypeSpec;
+use ccare_llm::Llm;
+use ccare_session::{Registration, Registry, Sessions};
+use parking_lot::RwLock;
+use serde_json::Value;
+
+use crate::hooks::{
+    Hooks, IdleHook, PreStepHook, Registered, RequestErrorHook, RequestHook, StreamObserver,
+    TurnStoppingHook,
+};
+use crate::tool::Tool;
+use crate::toolbox::Toolbox;
+
+/// A named part of the system prompt. Sections are joined by a blank line, ordered by
+/// `order`, then name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemSection {
+    /// The section's name, unique per host.
+    pub name: String,
+    /// Sort key.
+    pub order: i32,
+    /// The text.
+    pub text: String,
+}
+
+/// A feature that registers into the host.
+pub trait Plugin: Send + Sync + 'static {
+    /// The plugin's name: its `[plugins.<name>]` table and the owner of its registrations.
+    fn name(&self) -> &str;
+
+    /// Validates `config` (the `[plugins.<name>]` table as JSON; an empty object when
+    /// the table is empty) and registers what the plugin needs.
+    fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String>;
+}
+
+/// What a plugin can register into while it mounts.
+pub struct PluginScope<'a> {
+    owner: String,
+    host: &'a Host,
+    registrations: Vec<Registration>,
+}
+
+impl PluginScope<'_> {
+    /// The plugin's name.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// Registers an event type (plugin types are named `<plugin>/<name>`).
+    pub fn event_type(&mut self, spec: EventTypeSpec) -> Result<(), String> {
+        let registration = self
+            .host
+            .registry
+            .register_event_type(spec)
+            .map_err(|error| error.to_string())?;
+        self.registrations.push(registration);
+        Ok(())
+    }
+
+    /// Registers a tool; a name already taken is an error.
+    pub fn tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), String> {
+        self.host
+            .tools
+            .write()
+            .insert(&self.owner, tool)
+            .map_err(|error| error.to_string())
+    }
+
+    /// Adds a system-prompt section.
+    pub fn system_section(&mut self, section: SystemSection) {
+        self.host.sections.write().push(Registered {
+            owner: self.owner.clone(),
+            hook: section,
+        });
+    }
+
+    /// Adds a pre-step hook, innermost (after the hooks registered before it), or
+    /// outermost (before every hook, newest outermost first).
+    pub fn pre_step(&mut self, hook: Arc<dyn PreStepHook>, outermost: bool) {
+        let mut hooks = self.host.hooks.write();
+        let registered = Registered {
+            owner: self.owner.clone(),
+            hook,
+        };
+        if outermost {
+            hooks.pre_step.insert(0, registered);
+            hooks.outermost += 1;
+        } else {
+            hooks.pre_step.push(registered);
+        }
+    }
+
+    /// Adds a request hook.
+    pub fn request(&mut self, hook: Arc<dyn RequestHook>) {
+        let owner = self.owner.clone();
+        self.host
+            .hooks
+            .write()
+            .request
+            .push(Registered { owner, hook });
+    }
+
+    /// Adds a stream observer.
+    pub fn stream(&mut self, hook: Arc<dyn StreamObserver>) {
+        let owner = self.owner.clone();
+        self.host
+            .hooks
+            .write()
+            .stream
+            .push(Registered { owner, hook });
+    }
+
+    /// Adds a request-error hook.
+    pub fn request_error(&mut self, hook: Arc<dyn RequestErrorHook>) {
+        let owner = self.owner.clone();
+        self.host
+            .hooks
+            .write()
+            .request_error
+            .push(Registered { owner, hook });
+    }
+
+    /// Adds a turn-stopping hook.
+    pub fn turn_stopping(&mut self, hook: Arc<dyn TurnStoppingHook>) {
+        let owner = self.owner.clone();
+        self.host
+            .hooks
+            .write()
+            .turn_stopping
+            .push(Registered { owner, hook });
+    }
+
+    /// Adds an idle hook.
+    pub fn idle(&mut self, hook: Arc<dyn IdleHook>) {
+        let owner = self.owner.clone();
+        self.host
+            .hooks
+            .write()
+            .idle
+            .push(Registered { owner, hook });
+    }
+}
+
+/// A host could not mount a plugin.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HostError {
+    /// The plugin refused its config or could not register; the message is prefixed
+    /// with the plugin name (H-CFG-3).
+    #[error("{plugin}: {message}")]
+    Plugin {
+        /// The plugin.
+        plugin: String,
+        /// Why.
+        message: String,
+    },
+    /// A `[plugins.<name>]` table names no known plugin.
+    #[error("plugins.{0}: no such plugin")]
+    UnknownPlugin(String),
+    /// The plugin is already mounted.
+    #[error("{0}: already mounted")]
+    AlreadyMounted(String),
+}
+
+/// What every agent of a process shares.
+pub struct Host {
+    pub(crate) llm: Arc<Llm>,
+    pub(crate) sessions: Arc<Sessions>,
+    pub(crate) registry: Arc<Registry>,
+    pub(crate) tools: RwLock<Toolbox>,
+    pub(crate) hooks: RwLock<Hooks>,
+    pub(crate) sections: RwLock<Vec<Registered<SystemSection>>>,
+    mounted: RwLock<BTreeMap<String, Vec<Registration>>>,
+}
+
+impl std::fmt::Debug for Host {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Host")
+            .field("tools", &self.tools.read().names())
+            .field("mounted", &self.mounted.read().keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// A host over an LLM layer and a session engine. `registry` must be the one the
+    /// session engine was built with, so plugin event types and validators apply.
+    pub fn new(llm: Arc<Llm>, sessions: Arc<Sessions>, registry: Arc<Registry>) -> Self {
+        Self {
+            llm,
+            sessions,
+            registry,
+            tools: RwLock::new(Toolbox::default()),
+            hooks: RwLock::new(Hooks::default()),
+            sections: RwLock::new(Vec::new()),
+            mounted: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// The LLM layer.
+    pub fn llm(&self) -> &Arc<Llm> {
+        &self.llm
+    }
+
+    /// The session engine.
+    pub fn sessions(&self) -> &Arc<Sessions> {
+        &self.sessions
+    }
+
+    /// Registers a host tool (owner `host`).
+    pub fn add_tool(&self, tool: Arc<dyn Tool>) -> Result<(), String> {
+        self.tools
+            .write()
+            .insert("host", tool)
+            .map_err(|error| error.to_string())
+    }
+
+    /// The names of the registered tools, in registration order.
+    pub fn tool_names(&self) -> Vec<String> {
+        self.tools.read().names()
+    }
+
+    /// Adds a system-prompt section owned by the host.
+    pub fn add_system_section(&self, section: SystemSection) {
+        self.sections.write().push(Registered {
+            owner: "host".to_owned(),
+            hook: section,
+        });
+    }
+
+    /// Mounts a plugin with its config table.
+    pub fn mount(&self, plugin: &dyn Plugin, config: &Value) -> Result<(), HostError> {
+        let name = plugin.name().to_owned();
+        if self.mounted.read().contains_key(&name) {
+            return Err(HostError::AlreadyMounted(name));
+        }
+        let mut scope = PluginScope {
+            owner: name.clone(),
+            host: self,
+            registrations: Vec::new(),
+        };
+        let outcome = plugin.mount(config, &mut scope);
+        let registrations = scope.registrations;
+        self.mounted.write().insert(name.clone(), registrations);
+        if let Err(message) = outcome {
+            self.unmount(&name);
+            return Err(HostError::Plugin {
+                plugin: name,
+                message,
+            });
+        }
+        Ok(())
+    }
+
+    /// Removes everything a plugin registered: tools, hooks, sections, event types.
+    /// Returns whether it was mounted.
+    pub fn unmount(&self, name: &str) -> bool {
+        let Some(registrations) = self.mounted.write().remove(name) else {
+            return false;
+        };
+        for registration in registrations {
+            self.registry.remove(registration);
+        }
+        self.tools.write().remove_owner(name);
+        self.hooks.write().remove_owner(name);
+        self.sections
+            .write()
+            .retain(|section| section.owner != name);
+        true
+    }
+
+    /// The plugins mounted, by name.
+    pub fn mounted(&self) -> Vec<String> {
+        self.mounted.read().keys().cloned().collect()
+    }
+
+    /// The system prompt: sections by `order` then name, joined by a blank line.
+    pub fn system_prompt(&self) -> Option<String> {
+        let mut sections: Vec<SystemSection> = self
+            .sections
+            .read()
+            .iter()
+            .map(|section| section.hook.clone())
+            .collect();
+        if sections.is_empty() {
+            return None;
+        }
+        sections.sort_by(|a, b| a.order.cmp(&b.order).then_with(|| a.name.cmp(&b.name)));
+        Some(
+            sections
+                .into_iter()
+                .map(|section| section.text)
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        )
+    }
+}

@@ -1,0 +1,36 @@
+//! The agent kernel of context-care (spec H-LOOP, H-HOOK, H-TOOL, H-CANCEL).
+//!
+//! - [`Host`] holds what every agent of a process shares: the LLM layer, the session
+//!   engine, tools, hook chains and system-prompt sections; [`Plugin`]s register into
+//!   it through a [`PluginScope`] and are removed whole by [`Host::unmount`].
+//! - [`Agent`] runs one session: an inbox ([`Agent::followup`], [`Agent::steer`],
+//!   [`Agent::inject`]), a driver that runs turns until idle, cancellation with a
+//!   cause, and a live broadcast of streamed chunks.
+//! - `turn.rs` is the step machine (read it first); `dispatch.rs` runs tool calls;
+//!   `request.rs` builds requests from the log and logs their headers.
+//! - [`tools`] holds the built-in tools (files confined to the workspace, session search).
+
+#![deny(missing_docs)]
+
+mod agent;
+mod dispatch;
+mod hooks;
+mod host;
+mod inbox;
+mod request;
+mod tool;
+mod toolbox;
+pub mod tools;
+mod turn;
+
+pub use agent::{Agent, AgentOptions, CancelCause, LiveChunk};
+pub use hooks::{
+    HookContext, HookError, IdleHook, PreStepDecision, PreStepHook, PreStepInput, PreStepNext,
+    RequestErrorDecision, RequestErrorHook, RequestHook, StreamContext, StreamObserver,
+    StreamVerdict, TurnStoppingHook,
+};
+pub use host::{Host, HostError, Plugin, PluginScope, SystemSection};
+pub use inbox::{Entry, Target};
+pub use tool::{BoxFuture, Concurrency, Tool, ToolContext, ToolDef, ToolFailure, ToolOutcome};
+pub use toolbox::ToolboxError;
+pub use turn::ABORTED_BEFORE_DISPATCH;

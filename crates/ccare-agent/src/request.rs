@@ -1,0 +1,152 @@
+//! Building a conversation request from the log, and logging its header and context
+//! when they change (spec H-LOOP-5 phase 4, H-SURF-5, H-SESS-4).
+
+use std::sync::Arc;
+
+use ccare_core::kinds::{ASSISTANT_MESSAGE, REQUEST_CONTEXT, REQUEST_HEADER};
+use ccare_core::{EventDraft, Role};
+use ccare_llm::{CallConfig, PreparedCall, Purpose, RequestMessage};
+use serde_json::{Value, json};
+
+use crate::agent::Agent;
+use crate::turn::{StepResult, append, json_object};
+
+/// The call for the next step: the agent's options, the host's system prompt and
+/// tools, and the session's derived view.
+pub(crate) fn build_call(agent: &Agent) -> CallConfig {
+    let options = agent.inner.options.lock().clone();
+    let view = agent.inner.session.derived_view();
+    let mut messages = Vec::with_capacity(view.messages.len());
+    let mut missing = Vec::new();
+    {
+        let state = agent.inner.state.lock();
+        for derived in view.messages.iter() {
+            let origin = match derived.role {
+                Role::User => None,
+                Role::Assistant => match state.origins.get(&derived.seq) {
+                    Some(origin) => origin.clone(),
+                    None => {
+                        missing.push(messages.len());
+                        None
+                    }
+                },
+            };
+            messages.push(RequestMessage {
+                role: derived.role,
+                message: Arc::clone(&derived.message),
+                origin,
+            });
+        }
+    }
+    if !missing.is_empty() {
+        // Assistant messages this agent has not seen yet (an earlier process): read
+        // their provider once from the log and remember it.
+        let mut found = Vec::with_capacity(missing.len());
+        for &index in &missing {
+            let seq = view.messages[index].seq;
+            let provider = agent
+                .inner
+                .session
+                .event_at(seq)
+                .filter(|event| event.kind() == ASSISTANT_MESSAGE)
+                .and_then(|event| {
+                    serde_json::from_str::<Value>(event.data_json())
+                        .ok()
+                        .and_then(|data| {
+                            data.get("provider")
+                                .and_then(Value::as_str)
+                                .map(str::to_owned)
+                        })
+                });
+            found.push((index, seq, provider));
+        }
+        let mut state = agent.inner.state.lock();
+        for (index, seq, provider) in found {
+            messages[index].origin.clone_from(&provider);
+            state.origins.insert(seq, provider);
+        }
+    }
+    let host = &agent.inner.host;
+    CallConfig {
+        model: options.model,
+        max_tokens: options.max_tokens,
+        temperature: options.temperature,
+        reasoning_effort: options.reasoning_effort,
+        system: host.system_prompt(),
+        tools: host.tools.read().specs(),
+        messages,
+        purpose: Purpose::Conversation,
+        ext: ccare_core::JsonObject::new(),
+    }
+}
+
+/// Writes `request/header` when this agent has not written one yet (`initial` on a
+/// fresh session, `resume` otherwise) or when the envelope changed (`change`), and
+/// `request/context` when the route's provider, model or window changed.
+pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> {
+    let config = &call.config;
+    let header = json!({
+        "config": {
+            "provider": call.route.provider,
+            "model": call.route.model,
+            "max_tokens": config.max_tokens,
+            "temperature": config.temperature,
+            "reasoning_effort": config.reasoning_effort,
+            "purpose": config.purpose.as_str(),
+        },
+        "system": config.system,
+        "tools": config.tools.iter().map(|tool| json!({
+            "name": tool.name,
+            "description": tool.description,
+            "input_schema": tool.input_schema,
+        })).collect::<Vec<_>>(),
+        "adapter_defaults": {"max_output_tokens": call.route.max_output_tokens},
+    });
+    let fingerprint = header.to_string();
+    let context = json!({
+        "provider": call.route.provider,
+        "model": call.route.model,
+        "context_window": call.route.context_window,
+    });
+    let context_fingerprint = context.to_string();
+    let (write_header, reason, write_context) = {
+        let state = agent.inner.state.lock();
+        let reason = match &state.last_header {
+            None => {
+                let logged_before = agent
+                    .inner
+                    .session
+                    .with_log(|log| log.last_of_kind(REQUEST_HEADER).is_some());
+                if logged_before { "resume" } else { "initial" }
+            }
+            Some(_) => "change",
+        };
+        let write_header = state.last_header.as_deref() != Some(fingerprint.as_str());
+        let write_context = state.last_context.as_deref() != Some(context_fingerprint.as_str())
+            && agent.inner.session.with_log(|log| {
+                log.last_of_kind(REQUEST_CONTEXT)
+                    .and_then(|event| serde_json::from_str::<Value>(event.data_json()).ok())
+                    .is_none_or(|data| data != context)
+            });
+        (write_header, reason, write_context)
+    };
+    if write_header {
+        append(
+            agent,
+            EventDraft::new(
+                REQUEST_HEADER,
+                json_object(json!({"header": header, "reason": reason})),
+            ),
+        )?;
+    }
+    if write_context {
+        append(
+            agent,
+            EventDraft::new(REQUEST_CONTEXT, json_object(context)),
+        )?;
+    }
+    let mut state = agent.inner.state.lock();
+    state.last_header = Some(fingerprint);
+    state.last_context = Some(context_fingerprint);
+    Ok(())
+}

@@ -1,0 +1,521 @@
+//! One turn: its steps, in the phase order of spec H-LOOP-5, and how it ends
+//! (H-LOOP-6, H-HOOK-5/6/7, H-CANCEL-2).
+//!
+//! Per turn the log reads `turn/start`, the opening `user/message` (logged and flushed
+//! before any hook runs), then per step `step/start`, the entered plugin messages,
+//! `request/header` and `request/context` when they change, `assistant/message` (or
+//! `assistant/attempt` for a failed or silent attempt), `tool/call` + `tool/result`
+//! pairs, `step/end`; finally `turn/end` with its reason.
+
+use std::sync::Arc;
+
+use ccare_core::kinds::{
+    AssistantMessage, StepEnd, StepStart, TurnEndReason, TurnStart, UserMessage,
+};
+use ccare_core::{EventData, EventDraft, LlmFailure, Message, Source, SurfaceOp};
+use ccare_llm::{Assembled, Assembler, Chunk, Finish, PreparedCall};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
+
+use crate::agent::{Agent, CancelCause, LiveChunk};
+use crate::dispatch::run_tools;
+use crate::hooks::{
+    HookContext, PreStepDecision, PreStepInput, RequestErrorDecision, StreamContext, StreamVerdict,
+};
+use crate::inbox::Entry;
+use crate::request::{build_call, log_request};
+
+/// Why a turn stopped early, carried up to `run_turn`.
+pub(crate) enum Stop {
+    /// End the turn with this reason.
+    End(TurnEndReason),
+}
+
+pub(crate) type StepResult<T> = Result<T, Stop>;
+
+/// Appends an event; a refused append ends the turn with an error (the session is
+/// fenced or a validator vetoed: nothing more can be written safely).
+pub(crate) fn append(agent: &Agent, draft: EventDraft) -> StepResult<Arc<ccare_core::Event>> {
+    agent.inner.session.append(draft).map_err(|error| {
+        tracing::error!(session = %agent.inner.session.id(), %error, "append refused");
+        Stop::End(TurnEndReason::Error {
+            failure: json!({"code": error.code(), "message": error.to_string()}),
+        })
+    })
+}
+
+pub(crate) fn typed<T: EventData>(data: &T) -> StepResult<EventDraft> {
+    EventDraft::typed(data).map_err(|error| {
+        Stop::End(TurnEndReason::Error {
+            failure: json!({"code": "ENCODE_FAILED", "message": error.to_string()}),
+        })
+    })
+}
+
+pub(crate) async fn flush(agent: &Agent) -> StepResult<()> {
+    agent.inner.session.flush().await.map_err(|error| {
+        Stop::End(TurnEndReason::Error {
+            failure: json!({"code": error.code(), "message": error.to_string()}),
+        })
+    })
+}
+
+fn aborted(agent: &Agent) -> TurnEndReason {
+    let cause = agent.cancel_cause().unwrap_or(CancelCause::User);
+    TurnEndReason::Aborted {
+        cause: serde_json::to_value(cause).unwrap_or(Value::Null),
+    }
+}
+
+fn failure_value(failure: &LlmFailure) -> Value {
+    serde_json::to_value(failure).unwrap_or(Value::Null)
+}
+
+/// Runs one turn opened by `opening` and returns how it ended (already logged).
+pub(crate) async fn run_turn(agent: &Agent, opening: Entry) -> TurnEndReason {
+    let turn = agent.inner.session.with_log(|log| log.state().last_turn) + 1;
+    let reason = match turn_body(agent, turn, opening).await {
+        Ok(reason) | Err(Stop::End(reason)) => reason,
+    };
+    let end = ccare_core::kinds::TurnEnd {
+        turn,
+        reason: reason.clone(),
+        repair: false,
+    };
+    if let Ok(draft) = EventDraft::typed(&end)
+        && agent.inner.session.append(draft).is_ok()
+    {
+        let _ = agent.inner.session.flush().await;
+    }
+    reason
+}
+
+async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnEndReason> {
+    append(agent, typed(&TurnStart { turn })?)?;
+    let mut plugin_messages = Vec::new();
+    let mut user_logged = false;
+    if opening.is_user() {
+        log_user(agent, opening.message)?;
+        user_logged = true;
+    } else {
+        plugin_messages.push(opening);
+    }
+    flush(agent).await?;
+    let max_steps = agent.inner.options.lock().max_steps_per_turn;
+    let mut step = 0u32;
+    loop {
+        if step >= max_steps {
+            return Ok(TurnEndReason::Error {
+                failure: json!({"code": "STEP_LIMIT", "message": format!("the turn reached loop.max_steps_per_turn ({max_steps}) steps")}),
+            });
+        }
+        step += 1;
+        // Phase 1: claim next-step entries; the user's are logged at once.
+        let claimed = agent.inner.state.lock().inbox.take_next_step();
+        for entry in claimed {
+            if entry.is_user() {
+                log_user(agent, entry.message)?;
+                user_logged = true;
+            } else {
+                plugin_messages.push(entry);
+            }
+        }
+        let token = agent.turn_token();
+        if token.is_cancelled() {
+            restore_unentered(agent, std::mem::take(&mut plugin_messages));
+            return Ok(aborted(agent));
+        }
+        // Phase 2: pre-step.
+        let context = HookContext {
+            session: agent.inner.session.clone(),
+            turn,
+            step,
+            cancel: token.clone(),
+        };
+        let hooks = agent.inner.host.hooks.read().clone();
+        let input = PreStepInput {
+            messages: plugin_messages
+                .iter()
+                .map(|entry| entry.message.clone())
+                .collect(),
+        };
+        let decision = tokio::select! {
+            biased;
+            () = token.cancelled() => {
+                restore_unentered(agent, std::mem::take(&mut plugin_messages));
+                return Ok(aborted(agent));
+            }
+            decision = hooks.pre_step(&context, input) => decision,
+        };
+        let entered = match decision {
+            Err(error) => {
+                return Ok(hook_failed("pre-step", &error));
+            }
+            Ok(PreStepDecision::Reject { by, detail }) => {
+                let unentered = plugin_messages
+                    .iter()
+                    .map(|entry| serde_json::to_value(&entry.message).unwrap_or(Value::Null))
+                    .collect();
+                return Ok(TurnEndReason::Blocked {
+                    by,
+                    detail,
+                    unentered,
+                });
+            }
+            Ok(PreStepDecision::Enter(messages)) => messages,
+        };
+        plugin_messages.clear();
+        if step == 1 && entered.is_empty() && !user_logged {
+            return Ok(TurnEndReason::Completed);
+        }
+        // Phase 3: step/start and the entered messages.
+        append(agent, typed(&StepStart { turn, step })?)?;
+        for mut message in entered {
+            if message.source.is_none() {
+                message.source = Some(Source::Plugin(ccare_core::PluginSource::notice("host")));
+            }
+            log_user(agent, message)?;
+        }
+        // Phases 4-5: request and stream, with request-error retries.
+        let outcome = request_step(agent, turn, step, &context, &hooks).await;
+        let (message, finish) = match outcome {
+            Ok(done) => done,
+            Err(Stop::End(reason)) => {
+                append(
+                    agent,
+                    typed(&StepEnd {
+                        turn,
+                        step,
+                        interrupted: matches!(reason, TurnEndReason::Aborted { .. }),
+                        repair: false,
+                    })?,
+                )?;
+                return Ok(reason);
+            }
+        };
+        // Phase 6: tools, then step/end.
+        let cancelled_in_tools = run_tools(agent, turn, step, &message, &token).await?;
+        append(
+            agent,
+            typed(&StepEnd {
+                turn,
+                step,
+                interrupted: cancelled_in_tools,
+                repair: false,
+            })?,
+        )?;
+        if token.is_cancelled() {
+            return Ok(aborted(agent));
+        }
+        match finish {
+            Finish::ToolCalls => {}
+            Finish::Length => return Ok(TurnEndReason::MaxTokens),
+            Finish::Stop | Finish::Aborted | Finish::Error { .. } => {
+                if agent.inner.state.lock().inbox.has_next_step() {
+                    continue;
+                }
+                let stopping_context = HookContext {
+                    step: 0,
+                    ..context.clone()
+                };
+                let mut steered = false;
+                for hook in &hooks.turn_stopping {
+                    match hook.hook.on_stopping(&stopping_context).await {
+                        Ok(Some(message)) => {
+                            agent.inner.state.lock().inbox.restore_front(vec![Entry {
+                                id: 0,
+                                target: crate::inbox::Target::Steer,
+                                message,
+                            }]);
+                            steered = true;
+                            break;
+                        }
+                        Ok(None) => {}
+                        Err(error) => {
+                            return Ok(hook_failed("turn-stopping", &error.attributed(&hook.owner)));
+                        }
+                    }
+                }
+                if !steered {
+                    return Ok(TurnEndReason::Completed);
+                }
+            }
+        }
+    }
+}
+
+fn hook_failed(hook: &str, error: &crate::hooks::HookError) -> TurnEndReason {
+    TurnEndReason::Error {
+        failure: json!({
+            "code": "HOOK_FAILED",
+            "hook": hook,
+            "plugin": error.plugin,
+            "message": error.message,
+        }),
+    }
+}
+
+fn restore_unentered(agent: &Agent, entries: Vec<Entry>) {
+    let mut state = agent.inner.state.lock();
+    let keep = state
+        .active
+        .as_ref()
+        .is_some_and(|active| active.keep_inbox);
+    if keep {
+        state.inbox.restore_front(entries);
+    }
+}
+
+fn log_user(agent: &Agent, message: Message) -> StepResult<()> {
+    append(
+        agent,
+        typed(&UserMessage { message })?.with_surface(SurfaceOp::Append),
+    )?;
+    Ok(())
+}
+
+/// Phases 4 and 5 of one step: returns the committed assistant message and its
+/// finish, or the reason the turn ends.
+async fn request_step(
+    agent: &Agent,
+    turn: u32,
+    step: u32,
+    context: &HookContext,
+    hooks: &crate::hooks::Hooks,
+) -> StepResult<(Message, Finish)> {
+    let max_retries = agent.inner.options.lock().max_request_retries;
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let mut config = build_call(agent);
+        for hook in &hooks.request {
+            if let Err(error) = hook.hook.edit(context, &mut config) {
+                return Err(Stop::End(hook_failed(
+                    "request",
+                    &error.attributed(&hook.owner),
+                )));
+            }
+        }
+        let call = match agent.inner.host.llm.prepare_call(config) {
+            Ok(call) => call,
+            Err(failure) => {
+                return Err(Stop::End(TurnEndReason::Error {
+                    failure: failure_value(&failure),
+                }));
+            }
+        };
+        log_request(agent, &call)?;
+        flush(agent).await?;
+        let streamed = stream_call(agent, turn, step, attempt, call, hooks).await?;
+        match streamed {
+            Streamed::Done { message, finish } => return Ok((message, finish)),
+            Streamed::Aborted => return Err(Stop::End(aborted(agent))),
+            Streamed::Failed(failure) => {
+                let retry = hooks.request_error.iter().any(|hook| {
+                    hook.hook.on_error(context, &failure, attempt) == RequestErrorDecision::Retry
+                });
+                if retry && attempt <= max_retries && !context.cancel.is_cancelled() {
+                    continue;
+                }
+                return Err(Stop::End(TurnEndReason::Error {
+                    failure: failure_value(&failure),
+                }));
+            }
+        }
+    }
+}
+
+enum Streamed {
+    Done { message: Message, finish: Finish },
+    Aborted,
+    Failed(LlmFailure),
+}
+
+/// Streams one attempt, feeding observers and live subscribers, and commits what it
+/// produced: `assistant/message` (complete or interrupted) or `assistant/attempt`.
+async fn stream_call(
+    agent: &Agent,
+    turn: u32,
+    step: u32,
+    attempt: u32,
+    call: PreparedCall,
+    hooks: &crate::hooks::Hooks,
+) -> StepResult<Streamed> {
+    let route = call.route.clone();
+    let call_id = call.call_id.clone();
+    let stream_context = StreamContext {
+        call_id: call_id.clone(),
+        attempt,
+        turn,
+        step,
+        route: route.clone(),
+    };
+    let token = agent.turn_token();
+    let mut stream = call.stream(token.child_token());
+    let mut assembler = Assembler::new();
+    let mut records = Vec::new();
+    let mut protocol = None;
+    while let Some(chunk) = stream.next().await {
+        records.push(json!({
+            "type": "chunk",
+            "time_ms": agent.inner.clock.now_ms(),
+            "chunk": serde_json::to_value(&chunk).unwrap_or(Value::Null),
+        }));
+        if let Chunk::Retry(notice) = &chunk {
+            let retry = EventDraft::new(
+                ccare_core::kinds::LLM_RETRY,
+                json_object(json!({
+                    "call_id": call_id,
+                    "attempt": notice.attempt,
+                    "code": notice.failure.code,
+                    "delay_ms": notice.delay_ms,
+                })),
+            )
+            .ignorable();
+            append(agent, retry)?;
+        }
+        for hook in &hooks.stream {
+            if let StreamVerdict::Cancel { reason } = hook.hook.on_chunk(&stream_context, &chunk) {
+                agent.cancel_from_hook(CancelCause::Hook {
+                    plugin: hook.owner.clone(),
+                    reason,
+                });
+            }
+        }
+        let _ = agent.inner.live.send(LiveChunk {
+            turn,
+            step,
+            call_id: call_id.clone(),
+            chunk: chunk.clone(),
+        });
+        if let Err(failure) = assembler.push(&chunk) {
+            protocol = Some(failure.on_route(&route.provider, &route.model));
+            break;
+        }
+    }
+    drop(stream);
+    let assembled: Assembled = match protocol {
+        Some(failure) => assembler.fail(failure),
+        None => assembler.finish(),
+    };
+    let usage = assembled.usage;
+    match assembled.finish.clone() {
+        finish @ (Finish::Stop | Finish::Length | Finish::ToolCalls) => {
+            let message = assembled.message();
+            let event = append(
+                agent,
+                typed(&AssistantMessage {
+                    turn,
+                    step,
+                    call_id,
+                    provider: route.provider.clone(),
+                    model: route.model.clone(),
+                    message: message.clone(),
+                    usage,
+                    finish: finish.as_str().to_owned(),
+                    interrupted: false,
+                    stream: records,
+                })?
+                .with_surface(SurfaceOp::Append),
+            )?;
+            agent
+                .inner
+                .state
+                .lock()
+                .origins
+                .insert(event.seq(), Some(route.provider.clone()));
+            Ok(Streamed::Done { message, finish })
+        }
+        Finish::Aborted => {
+            let visible = assembled.visible_prefix();
+            if visible.content.is_empty() {
+                append(
+                    agent,
+                    attempt_draft(turn, step, &call_id, attempt, "aborted", None, records)?,
+                )?;
+            } else {
+                let event = append(
+                    agent,
+                    typed(&AssistantMessage {
+                        turn,
+                        step,
+                        call_id,
+                        provider: route.provider.clone(),
+                        model: route.model.clone(),
+                        message: visible,
+                        usage,
+                        finish: "aborted".to_owned(),
+                        interrupted: true,
+                        stream: records,
+                    })?
+                    .with_surface(SurfaceOp::Append),
+                )?;
+                agent
+                    .inner
+                    .state
+                    .lock()
+                    .origins
+                    .insert(event.seq(), Some(route.provider.clone()));
+            }
+            Ok(Streamed::Aborted)
+        }
+        Finish::Error { failure } => {
+            if agent.turn_token().is_cancelled() {
+                append(
+                    agent,
+                    attempt_draft(turn, step, &call_id, attempt, "aborted", None, records)?,
+                )?;
+                return Ok(Streamed::Aborted);
+            }
+            append(
+                agent,
+                attempt_draft(
+                    turn,
+                    step,
+                    &call_id,
+                    attempt,
+                    "failed",
+                    Some(&failure),
+                    records,
+                )?,
+            )?;
+            Ok(Streamed::Failed(failure))
+        }
+    }
+}
+
+fn attempt_draft(
+    turn: u32,
+    step: u32,
+    call_id: &str,
+    attempt: u32,
+    outcome: &str,
+    failure: Option<&LlmFailure>,
+    stream: Vec<Value>,
+) -> StepResult<EventDraft> {
+    let mut data = json!({
+        "turn": turn,
+        "step": step,
+        "call_id": call_id,
+        "attempt": attempt,
+        "outcome": outcome,
+        "stream": stream,
+    });
+    if let (Some(failure), Some(object)) = (failure, data.as_object_mut()) {
+        object.insert("failure".to_owned(), failure_value(failure));
+    }
+    Ok(EventDraft::new(
+        ccare_core::kinds::ASSISTANT_ATTEMPT,
+        json_object(data),
+    ))
+}
+
+pub(crate) fn json_object(value: Value) -> ccare_core::JsonObject {
+    match value {
+        Value::Object(object) => object,
+        _ => ccare_core::JsonObject::new(),
+    }
+}
+
+/// The failure code of an aborted-before-dispatch or unknown-outcome tool result.
+pub const ABORTED_BEFORE_DISPATCH: &str = "ABORTED_BEFORE_DISPATCH";

@@ -1,0 +1,603 @@
+//! The agent loop in real composition: SQLite store, the scripted provider, the log
+//! read back (spec H-LOOP-5/6, H-HOOK-2/5/7, H-TOOL-1/2, H-CANCEL-1/2/3).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use ccare_agent::{
+    Agent, AgentOptions, BoxFuture, CancelCause, Concurrency, HookContext, HookError, Host, Plugin,
+    PluginScope, PreStepDecision, PreStepHook, PreStepInput, PreStepNext, RequestErrorDecision,
+    SystemSection, Tool, ToolContext, ToolDef, ToolOutcome,
+};
+use ccare_core::kinds::TurnEndReason;
+use ccare_core::{ContentBlock, Message, PluginSource, Role, Source, SystemClock};
+use ccare_llm::script::ScriptProvider;
+use ccare_llm::{Llm, LlmConfig, ProviderConfig, ProviderKind, ToolSpec};
+use ccare_session::{Registry, Session, Sessions, SessionsConfig};
+use ccare_store::{SqliteConfig, SqliteStore, Store};
+use serde_json::{Value, json};
+
+struct Kit {
+    _dir: tempfile::TempDir,
+    host: Arc<Host>,
+    script: ScriptProvider,
+    session: Session,
+}
+
+async fn kit(script: &str) -> Kit {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
+    let registry = Arc::new(Registry::with_host_defaults());
+    let sessions = Arc::new(Sessions::new(
+        Arc::new(store) as Arc<dyn Store>,
+        Arc::new(SystemClock),
+        Arc::clone(&registry),
+        SessionsConfig::default(),
+    ));
+    let script = ScriptProvider::from_jsonl(script).unwrap();
+    let mut config = LlmConfig::default();
+    config
+        .providers
+        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
+    let mut llm = Llm::from_config(config, &|_| None).unwrap();
+    llm.insert_provider(
+        "s",
+        ProviderConfig::new(ProviderKind::Script),
+        Arc::new(script.clone()),
+    );
+    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
+    host.add_tool(Arc::new(Echo::new("echo", Concurrency::ParallelSafe, 0)))
+        .unwrap();
+    let session = sessions.create(None, Default::default()).await.unwrap();
+    Kit {
+        _dir: dir,
+        host,
+        script,
+        session,
+    }
+}
+
+fn agent(kit: &Kit) -> Agent {
+    Agent::new(
+        Arc::clone(&kit.host),
+        kit.session.clone(),
+        Arc::new(SystemClock),
+        AgentOptions::new("s/scripted"),
+    )
+}
+
+fn kinds(session: &Session) -> Vec<String> {
+    session.with_log(|log| {
+        log.events()
+            .iter()
+            .map(|event| event.kind().to_owned())
+            .collect()
+    })
+}
+
+fn data(session: &Session, kind: &str) -> Vec<Value> {
+    session.with_log(|log| {
+        log.events()
+            .iter()
+            .filter(|event| event.kind() == kind)
+            .map(|event| serde_json::from_str(event.data_json()).unwrap())
+            .collect()
+    })
+}
+
+/// Echoes `text` after `delay_ms`.
+struct Echo {
+    def: ToolDef,
+    delay_ms: u64,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Echo {
+    fn new(name: &str, concurrency: Concurrency, delay_ms: u64) -> Self {
+        Self {
+            def: ToolDef {
+                spec: ToolSpec {
+                    name: name.into(),
+                    description: "echoes text".into(),
+                    input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": false}),
+                },
+                concurrency,
+                timeout_ms: None,
+                validates_own_arguments: false,
+            },
+            delay_ms,
+            calls: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+}
+
+impl Tool for Echo {
+    fn def(&self) -> &ToolDef {
+        &self.def
+    }
+
+    fn call(&self, _context: ToolContext, arguments: Value) -> BoxFuture<'static, ToolOutcome> {
+        let delay = self.delay_ms;
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            Ok(vec![ContentBlock::text(
+                arguments["text"].as_str().unwrap_or_default(),
+            )])
+        })
+    }
+}
+
+const TOOL_TURN: &str = r#"
+{"tool_calls": [{"name": "echo", "arguments": {"text": "pong"}, "id": "c1"}]}
+{"text": "The tool said pong."}
+"#;
+
+#[tokio::test]
+async fn h_loop_5_a_two_step_turn_with_one_tool_call_logs_exactly() {
+    let kit = kit(TOOL_TURN).await;
+    let agent = agent(&kit);
+    agent.prompt("ping it");
+    let end = agent.when_idle().await;
+    assert_eq!(end, Some(TurnEndReason::Completed));
+    assert_eq!(
+        kinds(&kit.session),
+        [
+            "turn/start",
+            "user/message",
+            "step/start",
+            "request/header",
+            "request/context",
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+            "step/end",
+            "step/start",
+            "assistant/message",
+            "step/end",
+            "turn/end",
+        ]
+    );
+    let header = &data(&kit.session, "request/header")[0];
+    assert_eq!(header["reason"], "initial");
+    assert_eq!(header["header"]["tools"][0]["name"], "echo");
+    let result = &data(&kit.session, "tool/result")[0];
+    assert_eq!(
+        result["message"]["content"][0]["content"][0]["text"],
+        "pong"
+    );
+    let answers = data(&kit.session, "assistant/message");
+    assert_eq!(answers[0]["finish"], "tool-calls");
+    assert_eq!(
+        answers[1]["message"]["content"][0]["text"],
+        "The tool said pong."
+    );
+    assert_eq!(answers[1]["provider"], "s");
+    // H-LLM: the second request pairs the call with its result.
+    let requests = kit.script.requests();
+    assert_eq!(requests.len(), 2);
+    let roles: Vec<Role> = requests[1]
+        .config
+        .messages
+        .iter()
+        .map(|message| message.role)
+        .collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::User]);
+    // Reopening from the store gives the same log.
+    let reopened = kit.host.sessions().load(kit.session.id()).await.unwrap();
+    assert_eq!(reopened.log.head(), kit.session.head());
+}
+
+struct Rejecter;
+
+impl PreStepHook for Rejecter {
+    fn call<'a>(
+        &'a self,
+        _context: &'a HookContext,
+        _input: PreStepInput,
+        _next: PreStepNext<'a>,
+    ) -> BoxFuture<'a, Result<PreStepDecision, HookError>> {
+        Box::pin(async {
+            Ok(PreStepDecision::Reject {
+                by: "guard".into(),
+                detail: "not today".into(),
+            })
+        })
+    }
+}
+
+struct Guard;
+
+impl Plugin for Guard {
+    fn name(&self) -> &str {
+        "guard"
+    }
+
+    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        scope.pre_step(Arc::new(Rejecter), false);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn h_hook_2_a_pre_step_reject_blocks_the_turn_and_keeps_the_prompt() {
+    let kit = kit("{\"text\": \"never\"}").await;
+    kit.host.mount(&Guard, &json!({})).unwrap();
+    let agent = agent(&kit);
+    agent.prompt("hello");
+    let end = agent.when_idle().await;
+    assert_eq!(
+        end,
+        Some(TurnEndReason::Blocked {
+            by: "guard".into(),
+            detail: "not today".into(),
+            unentered: vec![]
+        })
+    );
+    assert_eq!(
+        kinds(&kit.session),
+        ["turn/start", "user/message", "turn/end"]
+    );
+    assert!(kit.script.requests().is_empty());
+    // Unmounting removes the hook: the next turn runs.
+    assert!(kit.host.unmount("guard"));
+    agent.prompt("again");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+}
+
+/// Adds a message; as outermost, records what the inner chain entered.
+struct Adder {
+    text: &'static str,
+    seen: Arc<parking_lot::Mutex<Vec<String>>>,
+}
+
+impl PreStepHook for Adder {
+    fn call<'a>(
+        &'a self,
+        _context: &'a HookContext,
+        mut input: PreStepInput,
+        next: PreStepNext<'a>,
+    ) -> BoxFuture<'a, Result<PreStepDecision, HookError>> {
+        Box::pin(async move {
+            let mut message = Message::from_blocks(vec![ContentBlock::text(self.text)]);
+            message.source = Some(Source::Plugin(PluginSource::notice("adder")));
+            input.messages.push(message);
+            let decision = next.run(input).await?;
+            if let PreStepDecision::Enter(messages) = &decision {
+                let texts = messages
+                    .iter()
+                    .map(|message| match &message.content[0] {
+                        ContentBlock::Text(text) => text.text.clone(),
+                        _ => String::new(),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",");
+                self.seen.lock().push(format!("{}:{texts}", self.text));
+            }
+            Ok(decision)
+        })
+    }
+}
+
+struct Adders(Arc<parking_lot::Mutex<Vec<String>>>);
+
+impl Plugin for Adders {
+    fn name(&self) -> &str {
+        "adders"
+    }
+
+    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        scope.pre_step(
+            Arc::new(Adder {
+                text: "inner",
+                seen: Arc::clone(&self.0),
+            }),
+            false,
+        );
+        scope.pre_step(
+            Arc::new(Adder {
+                text: "outer",
+                seen: Arc::clone(&self.0),
+            }),
+            true,
+        );
+        scope.system_section(SystemSection {
+            name: "rules".into(),
+            order: 0,
+            text: "Be kind.".into(),
+        });
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn h_hook_1_the_outermost_pre_step_hook_sees_what_inner_hooks_entered() {
+    let kit = kit("{\"text\": \"ok\"}").await;
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    kit.host
+        .mount(&Adders(Arc::clone(&seen)), &json!({}))
+        .unwrap();
+    let agent = agent(&kit);
+    agent.prompt("hi");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    assert_eq!(*seen.lock(), ["inner:outer,inner", "outer:outer,inner"]);
+    // H-LOOP-7: entered messages come after step/start and before the request header.
+    assert_eq!(
+        kinds(&kit.session)[..6],
+        [
+            "turn/start",
+            "user/message",
+            "step/start",
+            "user/message",
+            "user/message",
+            "request/header"
+        ]
+    );
+    let request = &kit.script.requests()[0];
+    assert_eq!(request.config.system.as_deref(), Some("Be kind."));
+    assert_eq!(
+        request.config.messages.len(),
+        3,
+        "prompt and two notices, never merged"
+    );
+    assert!(kit.host.unmount("adders"));
+    assert_eq!(kit.host.system_prompt(), None);
+}
+
+#[tokio::test]
+async fn h_hook_5_a_request_error_hook_retry_redispatches_exactly_once() {
+    let kit = kit("{\"failure\": {\"code\": \"CONTEXT_WINDOW_EXCEEDED\", \"message\": \"too long\"}}\n{\"text\": \"fits now\"}").await;
+    struct RetryOnce;
+    impl Plugin for RetryOnce {
+        fn name(&self) -> &str {
+            "retry"
+        }
+        fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+            scope.request_error(Arc::new(
+                |_: &HookContext, failure: &ccare_llm::LlmFailure, attempt: u32| {
+                    if failure.code == ccare_llm::FailureCode::ContextWindowExceeded && attempt == 1
+                    {
+                        RequestErrorDecision::Retry
+                    } else {
+                        RequestErrorDecision::Pass
+                    }
+                },
+            ));
+            Ok(())
+        }
+    }
+    kit.host.mount(&RetryOnce, &json!({})).unwrap();
+    let agent = agent(&kit);
+    agent.prompt("long");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    assert_eq!(kit.script.requests().len(), 2);
+    let attempts = data(&kit.session, "assistant/attempt");
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["outcome"], "failed");
+    assert_eq!(attempts[0]["failure"]["code"], "CONTEXT_WINDOW_EXCEEDED");
+}
+
+#[tokio::test]
+async fn h_hook_5_without_a_retry_the_turn_ends_with_the_failure() {
+    let kit = kit("{\"failure\": {\"code\": \"AUTH_FAILED\", \"message\": \"bad key\"}}").await;
+    let agent = agent(&kit);
+    agent.prompt("x");
+    let Some(TurnEndReason::Error { failure }) = agent.when_idle().await else {
+        panic!()
+    };
+    assert_eq!(failure["code"], "AUTH_FAILED");
+    assert_eq!(
+        kinds(&kit.session),
+        [
+            "turn/start",
+            "user/message",
+            "step/start",
+            "request/header",
+            "request/context",
+            "assistant/attempt",
+            "step/end",
+            "turn/end"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn h_cancel_2_cancel_while_streaming_keeps_the_visible_prefix_and_a_kept_followup() {
+    let kit = kit("{\"text\": \"one two three four five six seven\", \"delay_ms\": 60}\n{\"text\": \"second turn\"}").await;
+    let agent = agent(&kit);
+    let mut live = agent.subscribe_live();
+    agent.prompt("talk");
+    let mut deltas = 0;
+    while let Ok(chunk) = live.recv().await {
+        if matches!(chunk.chunk, ccare_llm::Chunk::TextDelta { .. }) {
+            deltas += 1;
+            if deltas == 2 {
+                break;
+            }
+        }
+    }
+    agent.prompt("next question");
+    agent.cancel(CancelCause::User, true).await;
+    let answers = data(&kit.session, "assistant/message");
+    assert_eq!(answers[0]["interrupted"], true);
+    assert_eq!(answers[0]["message"]["content"][0]["text"], "one two ");
+    let ends = data(&kit.session, "turn/end");
+    assert_eq!(
+        ends[0]["reason"],
+        json!({"kind": "aborted", "cause": {"kind": "user"}})
+    );
+    // The followup queued before the cancel survived (keep-inbox) and ran.
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    assert_eq!(ends.len(), 1);
+    assert_eq!(data(&kit.session, "turn/end").len(), 2);
+    let step_ends = data(&kit.session, "step/end");
+    assert_eq!(step_ends[0]["interrupted"], true);
+}
+
+#[tokio::test]
+async fn h_tool_1_bad_calls_get_error_results_and_the_model_sees_them() {
+    let kit = kit(
+        r#"{"tool_calls": [{"name": "nope", "arguments": {}, "id": "a"}, {"name": "echo", "arguments": {"txt": 1}, "id": "b"}, {"name": "echo", "arguments": "{broken", "id": "c"}]}
+{"text": "sorry"}"#,
+    )
+    .await;
+    let agent = agent(&kit);
+    agent.prompt("go");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let results = data(&kit.session, "tool/result");
+    let codes: Vec<&str> = results
+        .iter()
+        .map(|result| result["error"]["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        codes,
+        ["TOOL_NOT_FOUND", "INVALID_ARGUMENTS", "INVALID_ARGUMENTS"]
+    );
+    assert!(
+        results[1]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("/: "),
+        "{}",
+        results[1]["error"]["message"]
+    );
+    assert!(
+        data(&kit.session, "tool/call").is_empty(),
+        "no body ran, so no dispatch marker"
+    );
+    let second = &kit.script.requests()[1];
+    assert_eq!(
+        second.config.messages.len(),
+        5,
+        "prompt, calls, three results"
+    );
+}
+
+#[tokio::test]
+async fn h_tool_2_parallel_calls_overlap_and_results_keep_block_order() {
+    let kit = kit(
+        r#"{"tool_calls": [{"name": "slow", "arguments": {"text": "a"}, "id": "1"}, {"name": "slow", "arguments": {"text": "b"}, "id": "2"}, {"name": "slow", "arguments": {"text": "c"}, "id": "3"}]}
+{"text": "done"}"#,
+    )
+    .await;
+    kit.host
+        .add_tool(Arc::new(Echo::new("slow", Concurrency::ParallelSafe, 300)))
+        .unwrap();
+    let agent = agent(&kit);
+    let started = std::time::Instant::now();
+    agent.prompt("go");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    assert!(
+        started.elapsed() < Duration::from_millis(850),
+        "three 300 ms calls ran in parallel: {:?}",
+        started.elapsed()
+    );
+    let texts: Vec<String> = data(&kit.session, "tool/result")
+        .iter()
+        .map(|result| {
+            result["message"]["content"][0]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(texts, ["a", "b", "c"]);
+    let seq_kinds = kinds(&kit.session);
+    let first_result = seq_kinds
+        .iter()
+        .position(|kind| kind == "tool/result")
+        .unwrap();
+    assert_eq!(
+        seq_kinds[first_result - 3..first_result],
+        ["tool/call", "tool/call", "tool/call"]
+    );
+}
+
+#[tokio::test]
+async fn h_cancel_2_cancel_during_tools_answers_running_and_undispatched_calls() {
+    let kit = kit(
+        r#"{"tool_calls": [{"name": "hang", "arguments": {"text": "a"}, "id": "1"}, {"name": "excl", "arguments": {"text": "b"}, "id": "2"}]}"#,
+    )
+    .await;
+    kit.host
+        .add_tool(Arc::new(Echo::new(
+            "hang",
+            Concurrency::ParallelSafe,
+            60_000,
+        )))
+        .unwrap();
+    kit.host
+        .add_tool(Arc::new(Echo::new("excl", Concurrency::Exclusive, 0)))
+        .unwrap();
+    let agent = agent(&kit);
+    let mut options = agent.options();
+    options.tool_cancel_grace_ms = 100;
+    agent.set_options(options);
+    agent.prompt("go");
+    for _ in 0..200 {
+        if kinds(&kit.session).iter().any(|kind| kind == "tool/call") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    agent.cancel(CancelCause::User, false).await;
+    let codes: Vec<String> = data(&kit.session, "tool/result")
+        .iter()
+        .map(|result| result["error"]["code"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(codes, ["TOOL_OUTCOME_UNKNOWN", "ABORTED_BEFORE_DISPATCH"]);
+    let last: Vec<String> = kinds(&kit.session).into_iter().rev().take(2).collect();
+    assert_eq!(last, ["turn/end", "step/end"]);
+}
+
+#[tokio::test]
+async fn h_loop_6_the_step_limit_ends_the_turn_with_step_limit() {
+    let kit = kit(
+        &"{\"tool_calls\": [{\"name\": \"echo\", \"arguments\": {\"text\": \"again\"}}]}\n"
+            .repeat(3),
+    )
+    .await;
+    let agent = agent(&kit);
+    let mut options = agent.options();
+    options.max_steps_per_turn = 2;
+    agent.set_options(options);
+    agent.prompt("loop");
+    let Some(TurnEndReason::Error { failure }) = agent.when_idle().await else {
+        panic!()
+    };
+    assert_eq!(failure["code"], "STEP_LIMIT");
+    assert_eq!(kit.script.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn h_loop_6_length_ends_the_turn_max_tokens() {
+    let kit = kit("{\"text\": \"cut\", \"finish\": \"length\"}").await;
+    let agent = agent(&kit);
+    agent.prompt("x");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::MaxTokens));
+}
+
+#[tokio::test]
+async fn h_sess_4_a_new_agent_on_an_old_session_logs_a_resume_header() {
+    let kit = kit("{\"text\": \"a\"}\n{\"text\": \"b\"}").await;
+    let first = agent(&kit);
+    first.prompt("one");
+    first.when_idle().await;
+    let second = agent(&kit);
+    second.prompt("two");
+    assert_eq!(second.when_idle().await, Some(TurnEndReason::Completed));
+    let reasons: Vec<Value> = data(&kit.session, "request/header")
+        .iter()
+        .map(|header| header["reason"].clone())
+        .collect();
+    assert_eq!(reasons, [json!("initial"), json!("resume")]);
+    assert_eq!(
+        data(&kit.session, "request/context").len(),
+        1,
+        "the context did not change"
+    );
+    assert_eq!(data(&kit.session, "turn/start")[1]["turn"], 2);
+}
