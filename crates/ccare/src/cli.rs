@@ -27,7 +27,7 @@ pub(crate) enum Command {
     Sessions(SessionsCommand),
     /// Create a small offline session to look at (a placeholder until the agent loop lands).
     Demo,
-    /// Send one prompt and print the streamed answer.
+    /// Send one prompt, run the agent until idle, print the answer.
     Run(RunArgs),
     /// List the configured routes and their context windows.
     Models(ModelsArgs),
@@ -44,6 +44,12 @@ pub(crate) struct RunArgs {
     /// Replay scripted replies offline: `script:FILE.jsonl`.
     #[arg(long, value_name = "script:FILE")]
     pub(crate) provider: Option<String>,
+    /// Continue this session (default: a new one, whose id goes to stderr).
+    #[arg(long, value_name = "ID")]
+    pub(crate) session: Option<String>,
+    /// Print the session's new events as JSON lines instead of the answer.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

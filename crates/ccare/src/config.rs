@@ -29,6 +29,50 @@ struct ConfigFile {
     models: BTreeMap<String, ModelConfig>,
     #[serde(default)]
     plugins: BTreeMap<String, toml::Table>,
+    #[serde(default, rename = "loop")]
+    loop_table: LoopTable,
+}
+
+/// `[loop]` (spec H-LOOP-6, H-HOOK-5, H-TOOL-2, H-CANCEL-2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LoopTable {
+    /// Steps per turn before `STEP_LIMIT`.
+    #[serde(default = "default_max_steps")]
+    pub(crate) max_steps_per_turn: u32,
+    /// Request-error retries per step.
+    #[serde(default = "default_max_request_retries")]
+    pub(crate) max_request_retries: u32,
+    /// Parallel-safe tool calls at once.
+    #[serde(default = "default_tool_pool")]
+    pub(crate) tool_pool: usize,
+    /// Grace for running tool bodies after a cancel.
+    #[serde(default = "default_tool_cancel_grace_ms")]
+    pub(crate) tool_cancel_grace_ms: u64,
+}
+
+fn default_max_steps() -> u32 {
+    200
+}
+fn default_max_request_retries() -> u32 {
+    3
+}
+fn default_tool_pool() -> usize {
+    10
+}
+fn default_tool_cancel_grace_ms() -> u64 {
+    5_000
+}
+
+impl Default for LoopTable {
+    fn default() -> Self {
+        Self {
+            max_steps_per_turn: default_max_steps(),
+            max_request_retries: default_max_request_retries(),
+            tool_pool: default_tool_pool(),
+            tool_cancel_grace_ms: default_tool_cancel_grace_ms(),
+        }
+    }
 }
 
 /// `[agent]`.
@@ -57,11 +101,11 @@ pub(crate) struct Settings {
     /// Something to tell the user on stderr (e.g. the scripted fallback).
     pub(crate) notice: Option<String>,
     /// The root of the file tools.
-    #[allow(dead_code)]
     pub(crate) workspace: PathBuf,
     /// The language of model-visible notices.
-    #[allow(dead_code)]
     pub(crate) locale: Locale,
+    /// `[loop]`.
+    pub(crate) loop_limits: LoopTable,
     /// `[plugins.*]` tables, validated when the plugins mount.
     #[allow(dead_code)]
     pub(crate) plugins: BTreeMap<String, toml::Table>,
@@ -143,10 +187,14 @@ fn parse(text: &str) -> Result<ConfigFile, String> {
         toml::from_str(text).map_err(|error| error.to_string().trim_end().to_owned())?;
     serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|error| {
         let path = error.path().to_string();
+        let inner = error.inner().to_string();
+        // toml repeats the table on a second line ("in `providers.local`"); the path
+        // already says where.
+        let message = inner.lines().next().unwrap_or_default();
         if path == "." {
-            error.inner().to_string()
+            message.to_owned()
         } else {
-            format!("{path}: {}", error.inner())
+            format!("{path}: {message}")
         }
     })
 }
@@ -218,6 +266,7 @@ fn resolve(
         notice,
         workspace,
         locale: file.agent.locale.unwrap_or_default(),
+        loop_limits: file.loop_table,
         plugins: file.plugins,
     })
 }
@@ -249,7 +298,7 @@ mod tests {
         .err();
         let error = error.unwrap_or_default();
         assert!(
-            error.starts_with("providers.local: unknown field `colour`"),
+            error.starts_with("providers.local.colour: unknown field `colour`"),
             "{error}"
         );
         let error = settings("[models.\"local/m\"]\ncontext_window = \"big\"\n")
@@ -261,10 +310,10 @@ mod tests {
             ),
             "{error}"
         );
-        let error = settings("[loop]\nmax_steps_per_turn = 3\n")
-            .err()
-            .unwrap_or_default();
-        assert!(error.starts_with("unknown field `loop`"), "{error}");
+        let error = settings("[loop]\nmax_step_per_turn = 3\n").err().unwrap_or_default();
+        assert!(error.starts_with("loop.max_step_per_turn: unknown field `max_step_per_turn`"), "{error}");
+        let error = settings("[store]\ncommit_window_ms = 3\n").err().unwrap_or_default();
+        assert!(error.starts_with("store: unknown field `store`"), "{error}");
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use ccare_core::SystemClock;
+use ccare_core::{Locale, SystemClock};
 use ccare_session::{Registry, Sessions, SessionsConfig};
 use ccare_store::{SqliteConfig, SqliteStore};
 
@@ -32,6 +32,12 @@ impl Home {
 
     /// Opens the store and the session engine (creating the directory if needed).
     pub(crate) fn sessions(&self) -> anyhow::Result<Sessions> {
+        self.sessions_with(Arc::new(Registry::with_host_defaults()), Locale::default())
+    }
+
+    /// Opens the store and the session engine over `registry`, so plugin event types
+    /// and validators registered there apply.
+    pub(crate) fn sessions_with(&self, registry: Arc<Registry>, locale: Locale) -> anyhow::Result<Sessions> {
         std::fs::create_dir_all(&self.dir)
             .with_context(|| format!("cannot create data directory {}", self.dir.display()))?;
         let store = SqliteStore::open(SqliteConfig::new(self.database()))
@@ -39,8 +45,11 @@ impl Home {
         Ok(Sessions::new(
             Arc::new(store),
             Arc::new(SystemClock),
-            Arc::new(Registry::with_host_defaults()),
-            SessionsConfig::default(),
+            registry,
+            SessionsConfig {
+                locale,
+                ..SessionsConfig::default()
+            },
         ))
     }
 }

@@ -4,12 +4,14 @@
 //! session engine and prints. Exit codes: 0 ok, 1 failed, 2 bad usage or bad input
 //! (unknown session, malformed file), with the error on stderr.
 
+mod boot;
 mod cli;
 mod config;
 mod demo;
 mod home;
 mod llm_cmd;
 mod output;
+mod run_cmd;
 mod sessions_cmd;
 
 use std::process::ExitCode;
@@ -83,7 +85,8 @@ fn main() -> ExitCode {
                     provider: args.provider,
                 };
                 let settings = load_settings(cli.config.as_deref(), &home, &overrides)?;
-                llm_cmd::run(&settings, args.prompt).await
+                let booted = boot::boot(&settings, &home)?;
+                run_cmd::run(&booted, args.prompt, args.session.as_deref(), args.json).await
             }
             Command::Models(args) => {
                 let settings =

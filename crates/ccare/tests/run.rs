@@ -92,10 +92,9 @@ async fn run_names_the_failure_code_and_exits_1() {
     let output = ccare_async(dir.path(), &["run", "--prompt", "x"]).await;
     assert_eq!(output.status.code(), Some(1));
     let stderr = text(&output.stderr);
-    assert!(
-        stderr.starts_with("error: CONTEXT_WINDOW_EXCEEDED: "),
-        "{stderr}"
-    );
+    assert!(stderr.starts_with("session: "), "{stderr}");
+    let error = stderr.lines().nth(1).unwrap_or_default();
+    assert!(error.starts_with("error: CONTEXT_WINDOW_EXCEEDED: "), "{stderr}");
     assert!(stderr.contains("(HTTP 400) [local/fake-model]"), "{stderr}");
 }
 

@@ -1,0 +1,78 @@
+//! Building the host an agent runs in from the settings: store, session engine, LLM
+//! layer, built-in tools.
+
+use std::sync::Arc;
+
+use ccare_agent::tools::{FileLimits, Workspace, builtin_tools};
+use ccare_agent::{Agent, AgentOptions, Host};
+use ccare_core::{SessionId, SystemClock};
+use ccare_llm::Llm;
+use ccare_session::{Registry, Session};
+
+use crate::Failure;
+use crate::config::Settings;
+use crate::home::Home;
+
+/// A ready host and the settings it came from.
+pub(crate) struct Booted {
+    pub(crate) host: Arc<Host>,
+    pub(crate) options: AgentOptions,
+}
+
+/// Builds the host: an invalid config or workspace is bad input (exit 2).
+pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> {
+    let llm = Llm::from_config(settings.llm.clone(), &|name| std::env::var(name).ok()).map_err(|error| {
+        let origin = settings
+            .source
+            .as_ref()
+            .map_or_else(|| "config".to_owned(), |path| path.display().to_string());
+        Failure::bad_input(anyhow::anyhow!("{origin}: {error}"))
+    })?;
+    llm.route(&settings.model)
+        .map_err(|failure| Failure::bad_input(anyhow::anyhow!("agent.model: {}", failure.message)))?;
+    let registry = Arc::new(Registry::with_host_defaults());
+    let sessions = home
+        .sessions_with(Arc::clone(&registry), settings.locale)
+        .map_err(Failure::failed)?;
+    let host = Arc::new(Host::new(Arc::new(llm), Arc::new(sessions), registry));
+    std::fs::create_dir_all(&settings.workspace).map_err(|error| {
+        Failure::bad_input(anyhow::anyhow!(
+            "agent.workspace: cannot create {}: {error}",
+            settings.workspace.display()
+        ))
+    })?;
+    let workspace = Workspace::new(settings.workspace.clone()).map_err(|error| {
+        Failure::bad_input(anyhow::anyhow!(
+            "agent.workspace: {} is not usable: {error}",
+            settings.workspace.display()
+        ))
+    })?;
+    for tool in builtin_tools(workspace, FileLimits::default()) {
+        host.add_tool(tool).map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
+    }
+    let mut options = AgentOptions::new(settings.model.clone());
+    options.max_steps_per_turn = settings.loop_limits.max_steps_per_turn;
+    options.max_request_retries = settings.loop_limits.max_request_retries;
+    options.tool_pool = settings.loop_limits.tool_pool;
+    options.tool_cancel_grace_ms = settings.loop_limits.tool_cancel_grace_ms;
+    Ok(Booted { host, options })
+}
+
+impl Booted {
+    /// Opens `id` (with crash repair) or creates a new session.
+    pub(crate) async fn session(&self, id: Option<&str>) -> Result<Session, Failure> {
+        let sessions = self.host.sessions();
+        match id {
+            Some(id) => {
+                let id = SessionId::new(id.to_owned()).map_err(Failure::bad_input)?;
+                Ok(sessions.open(&id).await?)
+            }
+            None => Ok(sessions.create(None, Default::default()).await?),
+        }
+    }
+
+    /// An agent on `session`.
+    pub(crate) fn agent(&self, session: Session) -> Agent {
+        Agent::new(Arc::clone(&self.host), session, Arc::new(SystemClock), self.options.clone())
+    }
+}

@@ -1,0 +1,137 @@
+//! `ccare run --prompt TEXT [--session ID] [--json]`: one prompt, run until the agent
+//! is idle (DESIGN.md §5).
+//!
+//! The answer streams to stdout as it is generated; with `--json` the session's new
+//! events are printed as JSON lines instead. Without `--session` a new session is
+//! created and its id printed on stderr. The exit code is the status of the last turn
+//! that ended before idle: completed 0, max-tokens 0 with a warning, error / blocked /
+//! aborted / interrupted 1 with the reason on stderr, Ctrl-C 130.
+
+use std::io::Write as _;
+
+use ccare_agent::CancelCause;
+use ccare_core::kinds::TurnEndReason;
+use ccare_llm::Chunk;
+use serde_json::Value;
+
+use crate::Failure;
+use crate::boot::Booted;
+
+/// Runs the command.
+pub(crate) async fn run(booted: &Booted, prompt: String, session: Option<&str>, json: bool) -> Result<(), Failure> {
+    let new_session = session.is_none();
+    let session = booted.session(session).await?;
+    if new_session {
+        eprintln!("session: {}", session.id());
+    }
+    let first_new = session.head();
+    let agent = booted.agent(session.clone());
+    let mut live = agent.subscribe_live();
+    let mut text = TextPrinter::default();
+    agent.prompt(prompt);
+    let idle = agent.when_idle();
+    tokio::pin!(idle);
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    let mut interrupted = false;
+    let reason = loop {
+        tokio::select! {
+            biased;
+            received = live.recv() => {
+                if let Ok(live) = received && !json {
+                    text.print(&live).map_err(Failure::failed)?;
+                }
+            }
+            reason = &mut idle => break reason,
+            signal = &mut ctrl_c, if !interrupted => {
+                if signal.is_ok() {
+                    interrupted = true;
+                    agent.cancel(CancelCause::User, false).await;
+                }
+            }
+        }
+    };
+    while let Ok(live) = live.try_recv() {
+        if !json {
+            text.print(&live).map_err(Failure::failed)?;
+        }
+    }
+    text.finish().map_err(Failure::failed)?;
+    let _ = session.flush().await;
+    if json {
+        let mut stdout = std::io::stdout().lock();
+        let events: Vec<String> = session.with_log(|log| {
+            log.events()
+                .iter()
+                .skip(usize::try_from(first_new).unwrap_or(usize::MAX))
+                .map(|event| event.raw_json().to_owned())
+                .collect()
+        });
+        for line in events {
+            writeln!(stdout, "{line}").map_err(Failure::failed)?;
+        }
+    }
+    if interrupted {
+        return Err(Failure {
+            code: 130,
+            error: anyhow::anyhow!("interrupted (Ctrl-C): the turn was cancelled and logged as aborted"),
+        });
+    }
+    exit_for(reason)
+}
+
+/// Streams text deltas to stdout, a line break between steps.
+#[derive(Default)]
+struct TextPrinter {
+    last_step: Option<(u32, u32)>,
+    ends_with_newline: bool,
+}
+
+impl TextPrinter {
+    fn print(&mut self, live: &ccare_agent::LiveChunk) -> std::io::Result<()> {
+        let Chunk::TextDelta { text, .. } = &live.chunk else {
+            return Ok(());
+        };
+        let mut stdout = std::io::stdout().lock();
+        if self.last_step.is_some_and(|step| step != (live.turn, live.step)) && !self.ends_with_newline {
+            stdout.write_all(b"\n")?;
+        }
+        self.last_step = Some((live.turn, live.step));
+        stdout.write_all(text.as_bytes())?;
+        self.ends_with_newline = text.ends_with('\n');
+        stdout.flush()
+    }
+
+    fn finish(&self) -> std::io::Result<()> {
+        if self.last_step.is_some() && !self.ends_with_newline {
+            println!();
+        }
+        Ok(())
+    }
+}
+
+/// The exit status for how the last turn ended.
+pub(crate) fn exit_for(reason: Option<TurnEndReason>) -> Result<(), Failure> {
+    match reason {
+        None | Some(TurnEndReason::Completed) => Ok(()),
+        Some(TurnEndReason::MaxTokens) => {
+            eprintln!("warning: the answer was cut at the output limit (turn ended: max-tokens)");
+            Ok(())
+        }
+        Some(TurnEndReason::Error { failure }) => {
+            if let Ok(llm) = serde_json::from_value::<ccare_llm::LlmFailure>(failure.clone()) {
+                return Err(Failure::failed(anyhow::anyhow!("{llm}")));
+            }
+            let code = failure.get("code").and_then(Value::as_str).unwrap_or("UNKNOWN");
+            let message = failure.get("message").and_then(Value::as_str).unwrap_or("");
+            Err(Failure::failed(anyhow::anyhow!("{code}: {message}")))
+        }
+        Some(TurnEndReason::Blocked { by, detail, .. }) => {
+            Err(Failure::failed(anyhow::anyhow!("blocked by {by}: {detail}")))
+        }
+        Some(TurnEndReason::Aborted { cause }) => {
+            Err(Failure::failed(anyhow::anyhow!("aborted (cause: {cause})")))
+        }
+        Some(TurnEndReason::Interrupted) => Err(Failure::failed(anyhow::anyhow!("interrupted"))),
+    }
+}
