@@ -23,10 +23,13 @@ pub enum ToolboxError {
     },
 }
 
+/// A compiled argument schema, shared by every call of its tool.
+pub(crate) type SharedValidator = Arc<jsonschema::Validator>;
+
 pub(crate) struct Entry {
     pub(crate) owner: String,
     pub(crate) tool: Arc<dyn Tool>,
-    validator: Option<Arc<jsonschema::Validator>>,
+    validator: Option<SharedValidator>,
 }
 
 /// Tools by name, in registration order.
@@ -88,7 +91,7 @@ impl Toolbox {
     pub(crate) fn get(
         &self,
         name: &str,
-    ) -> Option<(Arc<dyn Tool>, Option<Arc<jsonschema::Validator>>)> {
+    ) -> Option<(Arc<dyn Tool>, Option<SharedValidator>)> {
         self.entries
             .iter()
             .find(|entry| entry.tool.def().spec.name == name)

@@ -232,7 +232,10 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
                         }
                         Ok(None) => {}
                         Err(error) => {
-                            return Ok(hook_failed("turn-stopping", &error.attributed(&hook.owner)));
+                            return Ok(hook_failed(
+                                "turn-stopping",
+                                &error.attributed(&hook.owner),
+                            ));
                         }
                     }
                 }
@@ -308,7 +311,7 @@ async fn request_step(
         flush(agent).await?;
         let streamed = stream_call(agent, turn, step, attempt, call, hooks).await?;
         match streamed {
-            Streamed::Done { message, finish } => return Ok((message, finish)),
+            Streamed::Done { message, finish } => return Ok((*message, finish)),
             Streamed::Aborted => return Err(Stop::End(aborted(agent))),
             Streamed::Failed(failure) => {
                 let retry = hooks.request_error.iter().any(|hook| {
@@ -326,7 +329,10 @@ async fn request_step(
 }
 
 enum Streamed {
-    Done { message: Message, finish: Finish },
+    Done {
+        message: Box<Message>,
+        finish: Finish,
+    },
     Aborted,
     Failed(LlmFailure),
 }
@@ -424,7 +430,10 @@ async fn stream_call(
                 .lock()
                 .origins
                 .insert(event.seq(), Some(route.provider.clone()));
-            Ok(Streamed::Done { message, finish })
+            Ok(Streamed::Done {
+                message: Box::new(message),
+                finish,
+            })
         }
         Finish::Aborted => {
             let visible = assembled.visible_prefix();

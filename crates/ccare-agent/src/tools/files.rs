@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 use crate::tool::{BoxFuture, Concurrency, Tool, ToolContext, ToolDef, ToolFailure, ToolOutcome};
 use crate::tools::workspace::{PathPurpose, Resolved, Workspace, io_failure};
 use crate::tools::{
-    codes, human_bytes, object_arguments, optional_string, required_string, run_blocking,
+    codes, human_bytes, limit_text, object_arguments, optional_string, required_string,
+    run_blocking,
 };
 
 /// Size limits of the file tools.
@@ -180,8 +181,8 @@ impl Tool for WriteFile {
                 return Err(ToolFailure::new(
                     codes::TOO_LARGE,
                     format!(
-                        "content is {size} bytes; write_file writes at most {} ({max_bytes} bytes)",
-                        human_bytes(max_bytes)
+                        "content is {size} bytes; write_file writes at most {}",
+                        limit_text(max_bytes)
                     ),
                 ));
             }
@@ -304,8 +305,8 @@ fn read_text(workspace: &Workspace, path: &str, max_bytes: u64) -> Result<String
         ToolFailure::new(
             codes::TOO_LARGE,
             format!(
-                "`{shown}` is {size}; read_file reads files up to {} ({max_bytes} bytes)",
-                human_bytes(max_bytes)
+                "`{shown}` is {size}; read_file reads files up to {}",
+                limit_text(max_bytes)
             ),
         )
     };

@@ -3,7 +3,7 @@
 //! `session_search`, which searches the raw session log — shadowed events included —
 //! and is the recovery path that handoff notes point to.
 //!
-//! Every tool fails with a [`ToolFailure`](crate::ToolFailure) whose code is one of
+//! Every tool fails with a [`ToolFailure`] whose code is one of
 //! [`codes`]; a failure becomes an error result for the model and never fails the turn.
 //! [`builtin_tools`] returns all four, ready to register.
 //!
@@ -108,12 +108,22 @@ fn optional_string<'a>(
 fn human_bytes(bytes: u64) -> String {
     const KIB: u64 = 1024;
     const MIB: u64 = 1024 * 1024;
-    if bytes >= MIB && bytes % MIB == 0 {
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
         format!("{} MiB", bytes / MIB)
-    } else if bytes >= KIB && bytes % KIB == 0 {
+    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
         format!("{} KiB", bytes / KIB)
     } else {
         format!("{bytes} bytes")
+    }
+}
+
+/// A limit as a model reads it: `256 KiB (262144 bytes)`, or `10 bytes`.
+fn limit_text(bytes: u64) -> String {
+    let human = human_bytes(bytes);
+    if human.ends_with(" bytes") {
+        human
+    } else {
+        format!("{human} ({bytes} bytes)")
     }
 }
 
@@ -140,5 +150,7 @@ mod tests {
         assert_eq!(human_bytes(1024 * 1024), "1 MiB");
         assert_eq!(human_bytes(1500), "1500 bytes");
         assert_eq!(human_bytes(0), "0 bytes");
+        assert_eq!(limit_text(256 * 1024), "256 KiB (262144 bytes)");
+        assert_eq!(limit_text(10), "10 bytes");
     }
 }
