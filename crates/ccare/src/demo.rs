@@ -1,164 +1,167 @@
-//! `ccare demo`: writes a small offline session and shows where to look.
+//! `ccare demo`: an offline showcase of the agent loop on the scripted provider.
 //!
-//! A placeholder until the agent loop lands: it appends a recorded two-step turn
-//! (a question, a tool call, its result, an answer) through the real session engine.
+//! Three turns in one session: the model writes a file with a tool, reads it back,
+//! then — after the agent is dropped and the session reopened from the store, as a
+//! new process would — searches the session log. Everything goes through the real
+//! host: SQLite store, agent loop, built-in tools confined to
+//! `$CCARE_HOME/demo-workspace`. Only the model is scripted.
 
-use std::io::Write;
+use std::io::Write as _;
+use std::sync::Arc;
 
-use ccare_core::kinds::{
-    AssistantMessage, StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnEndReason, TurnStart,
-    UserMessage,
-};
-use ccare_core::{
-    ContentBlock, EventData, EventDraft, JsonObject, Message, Source, SurfaceOp, TokenUsage,
-    ToolCallBlock, ToolResultBlock,
-};
-use ccare_session::Session;
-use serde_json::json;
+use ccare_agent::tools::{FileLimits, Workspace, builtin_tools};
+use ccare_agent::{Agent, AgentOptions, Host, LiveChunk};
+use ccare_core::kinds::TurnEndReason;
+use ccare_core::{ContentBlock, SystemClock};
+use ccare_llm::script::ScriptProvider;
+use ccare_llm::{Chunk, Llm, LlmConfig, ProviderConfig, ProviderKind};
+use ccare_session::{Registry, Session};
 
 use crate::Failure;
 use crate::home::Home;
 
-fn draft<T: EventData>(data: &T) -> Result<EventDraft, Failure> {
-    EventDraft::typed(data).map_err(Failure::failed)
+/// The model's side of the demo, one reply per request.
+const DEMO_SCRIPT: &str = r##"
+{"reasoning": "The user wants a note on disk. I will write it with write_file.", "text": "I'll write the note now.", "tool_calls": [{"name": "write_file", "arguments": {"path": "notes/context.md", "content": "# Context care\n\nLong agent sessions fail when the context overflows. Keep a durable log,\ncompact with care, and never split a tool call from its result.\n"}}]}
+{"text": "Done: notes/context.md holds a four-line note on context care."}
+{"tool_calls": [{"name": "read_file", "arguments": {"path": "notes/context.md"}}]}
+{"text": "The note says long sessions fail when the context overflows, and recommends a durable log and careful compaction that keeps tool calls with their results."}
+{"tool_calls": [{"name": "session_search", "arguments": {"query": "durable log", "limit": 3}}]}
+{"text": "Found it: the earlier turns mention the durable log in the note I wrote and in the file I read back. Nothing was lost across the restart."}
+"##;
+
+const PROMPTS: [&str; 3] = [
+    "Write a short note about context care to notes/context.md.",
+    "What does the note say?",
+    "Search this session for \"durable log\".",
+];
+
+fn host(home: &Home) -> Result<Arc<Host>, Failure> {
+    let mut config = LlmConfig::default();
+    config
+        .providers
+        .insert("demo".to_owned(), ProviderConfig::new(ProviderKind::Script));
+    let mut llm = Llm::from_config(config, &|_| None).map_err(Failure::failed)?;
+    let script = ScriptProvider::from_jsonl(DEMO_SCRIPT).map_err(Failure::failed)?;
+    llm.insert_provider(
+        "demo",
+        ProviderConfig::new(ProviderKind::Script),
+        Arc::new(script),
+    );
+    let registry = Arc::new(Registry::with_host_defaults());
+    let sessions = home
+        .sessions_with(Arc::clone(&registry), ccare_core::Locale::En)
+        .map_err(Failure::failed)?;
+    let host = Arc::new(Host::new(Arc::new(llm), Arc::new(sessions), registry));
+    let root = home.dir.join("demo-workspace");
+    std::fs::create_dir_all(&root).map_err(Failure::failed)?;
+    let workspace = Workspace::new(root).map_err(Failure::failed)?;
+    for tool in builtin_tools(workspace, FileLimits::default()) {
+        host.add_tool(tool)
+            .map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
+    }
+    Ok(host)
 }
 
-fn append(session: &Session, draft: EventDraft) -> Result<(), Failure> {
-    session.append(draft).map(|_| ()).map_err(Failure::failed)
+fn agent(host: &Arc<Host>, session: Session) -> Agent {
+    Agent::new(
+        Arc::clone(host),
+        session,
+        Arc::new(SystemClock),
+        AgentOptions::new("demo/scripted"),
+    )
 }
 
-fn assistant(step: u32, message: Message, finish: &str, usage: TokenUsage) -> AssistantMessage {
-    AssistantMessage {
-        turn: 1,
-        step,
-        call_id: format!("demo-call-{step}"),
-        provider: "script".to_owned(),
-        model: "demo".to_owned(),
-        message,
-        usage: Some(usage),
-        finish: finish.to_owned(),
-        interrupted: false,
-        stream: Vec::new(),
+/// Runs one turn, printing the streamed answer and one line per tool call.
+async fn turn(agent: &Agent, prompt: &str) -> Result<(), Failure> {
+    let mut out = std::io::stdout();
+    writeln!(out, "\n> {prompt}").map_err(Failure::failed)?;
+    let mut live = agent.subscribe_live();
+    let mut printer = Printer { at_line_start: true };
+    agent.prompt(prompt);
+    let idle = agent.when_idle();
+    tokio::pin!(idle);
+    let reason = loop {
+        tokio::select! {
+            biased;
+            received = live.recv() => {
+                if let Ok(chunk) = received {
+                    printer.show(&chunk).map_err(Failure::failed)?;
+                }
+            }
+            reason = &mut idle => break reason,
+        }
+    };
+    while let Ok(chunk) = live.try_recv() {
+        printer.show(&chunk).map_err(Failure::failed)?;
+    }
+    if !printer.at_line_start {
+        writeln!(out).map_err(Failure::failed)?;
+    }
+    match reason {
+        Some(TurnEndReason::Completed) | None => Ok(()),
+        Some(other) => Err(Failure::failed(anyhow::anyhow!(
+            "the demo turn ended {other:?}"
+        ))),
+    }
+}
+
+/// Streams answer text and puts each tool call on a line of its own.
+struct Printer {
+    at_line_start: bool,
+}
+
+impl Printer {
+    fn show(&mut self, live: &LiveChunk) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        match &live.chunk {
+            Chunk::TextDelta { text, .. } => {
+                out.write_all(text.as_bytes())?;
+                self.at_line_start = text.ends_with('\n');
+            }
+            Chunk::BlockEnd {
+                block: ContentBlock::ToolCall(call),
+                ..
+            } => {
+                if !self.at_line_start {
+                    writeln!(out)?;
+                }
+                writeln!(out, "  → {} {}", call.name, call.arguments)?;
+                self.at_line_start = true;
+            }
+            _ => {}
+        }
+        out.flush()
     }
 }
 
 pub(crate) async fn run(home: &Home) -> Result<(), Failure> {
-    let sessions = home.sessions().map_err(Failure::failed)?;
-    let mut meta = JsonObject::new();
-    meta.insert(
-        "title".to_owned(),
-        json!("demo: what time zone is the server in?"),
-    );
-    let session = sessions.create(None, meta).await?;
+    let host = host(home)?;
+    let mut meta = ccare_core::JsonObject::new();
+    meta.insert("title".to_owned(), serde_json::json!("ccare demo"));
+    let session = host.sessions().create(None, meta).await?;
+    let id = session.id().clone();
+    println!("ccare demo — scripted model, real agent loop, session {id}");
 
-    let mut prompt = Message::from_blocks(vec![ContentBlock::text(
-        "Which time zone does this server use?",
-    )]);
-    prompt.source = Some(Source::user());
-    let call = ContentBlock::ToolCall(ToolCallBlock {
-        id: "call-1".to_owned(),
-        name: "read_file".to_owned(),
-        arguments: json!({"path": "/etc/timezone"}),
-        raw_arguments: None,
-        extra: JsonObject::new(),
-    });
-    let result = ContentBlock::ToolResult(ToolResultBlock {
-        call_id: "call-1".to_owned(),
-        name: "read_file".to_owned(),
-        content: vec![ContentBlock::text("Etc/UTC\n")],
-        is_error: false,
-        extra: JsonObject::new(),
-    });
-    let usage = |input, output| TokenUsage {
-        input,
-        output,
-        ..TokenUsage::default()
-    };
-
-    append(&session, draft(&TurnStart { turn: 1 })?)?;
-    append(
-        &session,
-        draft(&UserMessage { message: prompt })?.with_surface(SurfaceOp::Append),
-    )?;
-    append(&session, draft(&StepStart { turn: 1, step: 1 })?)?;
-    let asking = Message::from_blocks(vec![
-        ContentBlock::text("Let me check the system setting."),
-        call,
-    ]);
-    append(
-        &session,
-        draft(&assistant(1, asking, "tool-calls", usage(42, 18)))?.with_surface(SurfaceOp::Append),
-    )?;
-    append(
-        &session,
-        draft(&ToolCall {
-            turn: 1,
-            step: 1,
-            call_id: "call-1".to_owned(),
-            name: "read_file".to_owned(),
-            arguments: json!({"path": "/etc/timezone"}),
-        })?,
-    )?;
-    let result = ToolResult {
-        turn: 1,
-        step: 1,
-        message: Message::from_blocks(vec![result]),
-        error: None,
-        meta: None,
-        repair: false,
-    };
-    append(&session, draft(&result)?.with_surface(SurfaceOp::Append))?;
-    append(
-        &session,
-        draft(&StepEnd {
-            turn: 1,
-            step: 1,
-            interrupted: false,
-            repair: false,
-        })?,
-    )?;
-    append(&session, draft(&StepStart { turn: 1, step: 2 })?)?;
-    let answer = Message::from_blocks(vec![ContentBlock::text(
-        "The server runs on UTC (Etc/UTC).",
-    )]);
-    append(
-        &session,
-        draft(&assistant(2, answer, "stop", usage(71, 11)))?.with_surface(SurfaceOp::Append),
-    )?;
-    append(
-        &session,
-        draft(&StepEnd {
-            turn: 1,
-            step: 2,
-            interrupted: false,
-            repair: false,
-        })?,
-    )?;
-    append(
-        &session,
-        draft(&TurnEnd {
-            turn: 1,
-            reason: TurnEndReason::Completed,
-            repair: false,
-        })?,
-    )?;
+    let first = agent(&host, session.clone());
+    turn(&first, PROMPTS[0]).await?;
+    turn(&first, PROMPTS[1]).await?;
     session.flush().await.map_err(Failure::failed)?;
+    drop(first);
+    host.sessions().close(&id).await?;
 
-    let view = session.derived_view();
-    let stdout = &mut std::io::stdout().lock();
-    let id = session.id();
-    let lines = [
-        format!("Created demo session {id} with {} events in {}.", session.head(), home.database().display()),
-        format!("The model would see {} messages on its next request.", view.messages.len()),
-        String::new(),
-        "This is an offline placeholder: the agent loop and scripted provider arrive with the next issue.".to_owned(),
-        "Look at it with:".to_owned(),
-        format!("  ccare sessions show {id}"),
-        format!("  ccare sessions export {id}"),
-        format!("  ccare sessions fork {id} --at 9"),
-    ];
-    for line in lines {
-        writeln!(stdout, "{line}").map_err(Failure::failed)?;
-    }
+    println!("\n(the agent stops; the session is reopened from the store and resumed)");
+    let reopened = host.sessions().open(&id).await?;
+    let second = agent(&host, reopened.clone());
+    turn(&second, PROMPTS[2]).await?;
+    reopened.flush().await.map_err(Failure::failed)?;
+
+    let note = home.dir.join("demo-workspace/notes/context.md");
+    println!(
+        "\n{} events logged. The file the model wrote: {}",
+        reopened.head(),
+        note.display()
+    );
+    println!("Look closer: ccare sessions show {id}    (or: ccare sessions export {id})");
     Ok(())
 }

@@ -26,7 +26,7 @@ fn demo_list_show_export_import_fork() {
     let sessions: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
     let first = &sessions[0];
     let id = first["id"].as_str().unwrap().to_owned();
-    assert_eq!(first["events"], 11);
+    assert_eq!(first["events"], 36);
     assert!(first["created_at"].as_str().unwrap().ends_with('Z'));
 
     let show = ccare(&home, &["sessions", "show", &id]);
@@ -61,15 +61,17 @@ fn demo_list_show_export_import_fork() {
         String::from_utf8_lossy(&fork.stderr).contains("FORK_INSIDE_TURN")
             || String::from_utf8_lossy(&fork.stderr).contains("inside turn")
     );
-    let fork = ccare(&home, &["sessions", "fork", &id, "--at", "10", "--json"]);
+    let fork = ccare(&home, &["sessions", "fork", &id, "--at", "12", "--json"]);
     assert!(
         fork.status.success(),
         "{}",
         String::from_utf8_lossy(&fork.stderr)
     );
     let forked: serde_json::Value = serde_json::from_str(&stdout(&fork)).unwrap();
-    assert_eq!(forked["seed_length"], 11);
-    assert_eq!(forked["events"], 12);
+    assert_eq!(forked["seed_length"], 13, "turn 1 ends at seq 12");
+    assert_eq!(forked["events"], 14);
+    let note = home.join("demo-workspace/notes/context.md");
+    assert!(std::fs::read_to_string(note).unwrap().starts_with("# Context care"));
 }
 
 #[test]
@@ -124,5 +126,5 @@ fn corrupted_row_is_reported_with_session_and_seq_and_exits_2() {
             |row| row.get(0),
         )
         .unwrap();
-    assert_eq!(count, 11);
+    assert_eq!(count, 36);
 }
