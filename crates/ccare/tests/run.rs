@@ -94,7 +94,10 @@ async fn run_names_the_failure_code_and_exits_1() {
     let stderr = text(&output.stderr);
     assert!(stderr.starts_with("session: "), "{stderr}");
     let error = stderr.lines().nth(1).unwrap_or_default();
-    assert!(error.starts_with("error: CONTEXT_WINDOW_EXCEEDED: "), "{stderr}");
+    assert!(
+        error.starts_with("error: CONTEXT_WINDOW_EXCEEDED: "),
+        "{stderr}"
+    );
     assert!(stderr.contains("(HTTP 400) [local/fake-model]"), "{stderr}");
 }
 
@@ -196,4 +199,112 @@ fn models_lists_routes_with_windows() {
         table.contains("16000") && table.contains("(default)"),
         "{table}"
     );
+}
+
+#[test]
+fn h_loop_5_run_uses_tools_continues_a_session_and_prints_json_events() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.jsonl"),
+        r#"{"tool_calls": [{"name": "write_file", "arguments": {"path": "out/a.txt", "content": "hello"}}]}
+{"text": "Wrote it."}
+{"expect": {"contains": "again"}, "text": "Second turn."}
+"#,
+    )
+    .unwrap();
+    let home = dir.path().join("home");
+    let home = home.to_str().unwrap();
+    let first = ccare(
+        dir.path(),
+        &[
+            "--home",
+            home,
+            "run",
+            "--prompt",
+            "write a file",
+            "--provider",
+            "script:s.jsonl",
+        ],
+    );
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert_eq!(text(&first.stdout), "Wrote it.\n");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out/a.txt")).unwrap(),
+        "hello"
+    );
+    let id = text(&first.stderr)
+        .lines()
+        .next()
+        .unwrap()
+        .strip_prefix("session: ")
+        .unwrap()
+        .to_owned();
+
+    // The scripted provider restarts with the process, so the second run uses a
+    // script whose first reply checks the continued conversation.
+    std::fs::write(
+        dir.path().join("t.jsonl"),
+        "{\"expect\": {\"contains\": \"again\"}, \"text\": \"Second turn.\"}\n",
+    )
+    .unwrap();
+    let second = ccare(
+        dir.path(),
+        &[
+            "--home",
+            home,
+            "run",
+            "--prompt",
+            "again",
+            "--session",
+            &id,
+            "--json",
+            "--provider",
+            "script:t.jsonl",
+        ],
+    );
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+    assert!(
+        text(&second.stderr).is_empty(),
+        "no new-session line: {}",
+        text(&second.stderr)
+    );
+    let kinds: Vec<String> = text(&second.stdout)
+        .lines()
+        .map(|line| {
+            serde_json::from_str::<serde_json::Value>(line).unwrap()["type"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "turn/start",
+            "user/message",
+            "step/start",
+            "request/header",
+            "assistant/message",
+            "step/end",
+            "turn/end"
+        ],
+        "the context did not change, so no request/context; the header says resume"
+    );
+    let first_line: serde_json::Value =
+        serde_json::from_str(text(&second.stdout).lines().next().unwrap()).unwrap();
+    assert_eq!(first_line["data"]["turn"], 2);
+
+    let unknown = ccare(
+        dir.path(),
+        &[
+            "--home",
+            home,
+            "run",
+            "--prompt",
+            "x",
+            "--session",
+            "no-such",
+        ],
+    );
+    assert_eq!(unknown.status.code(), Some(2));
 }
