@@ -601,3 +601,124 @@ async fn h_sess_4_a_new_agent_on_an_old_session_logs_a_resume_header() {
     );
     assert_eq!(data(&kit.session, "turn/start")[1]["turn"], 2);
 }
+
+#[tokio::test]
+async fn h_cancel_2_after_a_cancelled_tool_step_the_next_request_pairs_every_call() {
+    let kit = kit(
+        r#"{"tool_calls": [{"name": "hang", "arguments": {"text": "a"}, "id": "h1"}, {"name": "echo", "arguments": {"text": "b"}, "id": "e1"}]}
+{"text": "fresh start"}"#,
+    )
+    .await;
+    kit.host
+        .add_tool(Arc::new(Echo::new("hang", Concurrency::Exclusive, 60_000)))
+        .unwrap();
+    let agent = agent(&kit);
+    let mut options = agent.options();
+    options.tool_cancel_grace_ms = 50;
+    agent.set_options(options);
+    agent.prompt("go");
+    for _ in 0..200 {
+        if kinds(&kit.session).iter().any(|kind| kind == "tool/call") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    agent.cancel(CancelCause::User, false).await;
+    agent.prompt("try again");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let request = &kit.script.requests()[1];
+    let mut calls = Vec::new();
+    let mut results = Vec::new();
+    for message in &request.config.messages {
+        for block in &message.message.content {
+            match block {
+                ContentBlock::ToolCall(call) => calls.push(call.id.clone()),
+                ContentBlock::ToolResult(result) => results.push(result.call_id.clone()),
+                _ => {}
+            }
+        }
+    }
+    assert_eq!(calls, ["h1", "e1"]);
+    assert_eq!(results, calls, "each call answered exactly once, in order");
+}
+
+#[tokio::test]
+async fn h_hook_7_a_failing_request_hook_ends_the_turn_naming_hook_and_plugin() {
+    struct Broken;
+    impl Plugin for Broken {
+        fn name(&self) -> &str {
+            "broken"
+        }
+        fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+            scope.request(Arc::new(
+                |_: &HookContext, _: &mut ccare_llm::CallConfig| {
+                    Err(HookError::new("no budget table"))
+                },
+            ));
+            Ok(())
+        }
+    }
+    let kit = kit("{\"text\": \"never\"}").await;
+    kit.host.mount(&Broken, &json!({})).unwrap();
+    let agent = agent(&kit);
+    agent.prompt("x");
+    let Some(TurnEndReason::Error { failure }) = agent.when_idle().await else {
+        panic!()
+    };
+    assert_eq!(
+        failure,
+        json!({"code": "HOOK_FAILED", "hook": "request", "plugin": "broken", "message": "no budget table"})
+    );
+    assert!(kit.script.requests().is_empty());
+    assert_eq!(
+        kinds(&kit.session).last().map(String::as_str),
+        Some("turn/end")
+    );
+}
+
+#[tokio::test]
+async fn h_gen_3_a_plugin_that_refuses_its_config_leaves_nothing_registered() {
+    struct Picky;
+    impl Plugin for Picky {
+        fn name(&self) -> &str {
+            "picky"
+        }
+        fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+            scope.tool(Arc::new(Echo::new(
+                "picky_tool",
+                Concurrency::ParallelSafe,
+                0,
+            )))?;
+            scope.event_type(ccare_core::kinds::EventTypeSpec::ignorable("picky/note"))?;
+            match config.get("level").and_then(Value::as_u64) {
+                Some(_) => Ok(()),
+                None => Err(format!(
+                    "level must be a non-negative integer, got {}",
+                    config.get("level").unwrap_or(&Value::Null)
+                )),
+            }
+        }
+    }
+    let kit = kit("").await;
+    let error = kit.host.mount(&Picky, &json!({"level": -1})).err().unwrap();
+    assert_eq!(
+        error.to_string(),
+        "picky: level must be a non-negative integer, got -1"
+    );
+    assert_eq!(kit.host.tool_names(), ["echo"]);
+    assert!(kit.host.mounted().is_empty());
+    kit.host.mount(&Picky, &json!({"level": 2})).unwrap();
+    assert_eq!(kit.host.tool_names(), ["echo", "picky_tool"]);
+    assert!(
+        kit.session
+            .append(ccare_core::EventDraft::new("picky/note", Default::default()).ignorable())
+            .is_ok()
+    );
+    assert!(kit.host.unmount("picky"));
+    assert_eq!(kit.host.tool_names(), ["echo"]);
+    assert!(
+        kit.session
+            .append(ccare_core::EventDraft::new("picky/note", Default::default()).ignorable())
+            .is_err()
+    );
+}

@@ -234,6 +234,14 @@ impl Session {
                         error: other,
                     },
                 })?;
+            // H-EVT-1: a writer must register its types; only a *load* keeps unknown
+            // ignorable events (H-EVT-2), which `prepare` allows for replay.
+            if inner.registry.event_type(event.kind()).is_none() {
+                return Err(AppendError::UnregisteredType {
+                    session: session(),
+                    kind: event.kind().to_owned(),
+                });
+            }
             let candidate = shared.log.prepare(event, &inner.registry)?;
             {
                 let _dispatch = DispatchGuard::enter(inner.instance);
