@@ -18,7 +18,7 @@ use serde::Serialize;
 use tokio::sync::{broadcast, watch};
 
 use crate::host::Host;
-use crate::inbox::{Inbox, Target};
+use crate::inbox::{Entry, INBOX_DOMAIN, Inbox, Stored, Target, entry_key};
 
 /// Per-agent request options (H-LOOP-1) and loop limits (`[loop]`).
 #[derive(Debug, Clone, PartialEq)]
@@ -213,21 +213,99 @@ impl Agent {
     }
 
     fn enqueue(&self, target: Target, message: Message, wake: bool) -> u64 {
-        let start = {
+        let (entry, start) = {
             let mut state = self.inner.state.lock();
-            let id = state.inbox.push(target, message);
+            let entry = state.inbox.push(target, message);
+            // Persisted in call order with the session's own writes (one store queue),
+            // so a crash keeps every entry that a later durable event depends on.
+            self.persist(&entry);
             let start = wake && !state.running;
             if start {
                 state.running = true;
             }
-            (id, start)
+            (entry, start)
         };
         self.bump_idle();
-        if start.1 {
-            let agent = self.clone();
-            tokio::spawn(async move { agent.drive().await });
+        if start {
+            self.start_driver();
         }
-        start.0
+        entry.id
+    }
+
+    fn start_driver(&self) {
+        let agent = self.clone();
+        tokio::spawn(async move { agent.drive().await });
+    }
+
+    /// Writes an entry to the `agent_inbox` domain (durable with the next flush).
+    pub(crate) fn persist(&self, entry: &Entry) {
+        let stored = Stored {
+            target: entry.target,
+            message: entry.message.clone(),
+        };
+        let Ok(bytes) = serde_json::to_vec(&stored) else {
+            return;
+        };
+        let key = entry_key(self.inner.session.id().as_str(), entry.id);
+        drop(
+            self.inner
+                .host
+                .sessions
+                .store()
+                .kv_cas(INBOX_DOMAIN, &key, None, Some(bytes)),
+        );
+    }
+
+    /// Deletes entries from the `agent_inbox` domain once they are logged (or dropped).
+    pub(crate) fn forget(&self, ids: &[u64]) {
+        let store = self.inner.host.sessions.store();
+        for id in ids {
+            let key = entry_key(self.inner.session.id().as_str(), *id);
+            drop(store.kv_cas(INBOX_DOMAIN, &key, Some(1), None));
+        }
+    }
+
+    /// Loads the entries an earlier process queued for this session but never ran
+    /// (H-LOOP-2) and wakes the agent if one of them should. Returns how many.
+    pub async fn restore_inbox(&self) -> Result<usize, ccare_store::StoreError> {
+        let prefix = format!("{}/", self.inner.session.id().as_str());
+        let rows = self
+            .inner
+            .host
+            .sessions
+            .store()
+            .kv_scan(INBOX_DOMAIN, &prefix, ccare_store::KvPage::default())
+            .await?;
+        let mut entries = Vec::new();
+        for (key, row) in rows {
+            let id = key
+                .strip_prefix(&prefix)
+                .and_then(|digits| digits.parse::<u64>().ok());
+            let stored = serde_json::from_slice::<Stored>(&row.value);
+            match (id, stored) {
+                (Some(id), Ok(stored)) => entries.push(Entry {
+                    id,
+                    target: stored.target,
+                    message: stored.message,
+                }),
+                _ => tracing::warn!(%key, "skipping an unreadable agent_inbox entry"),
+            }
+        }
+        let count = entries.len();
+        let start = {
+            let mut state = self.inner.state.lock();
+            state.inbox.restore(entries);
+            let start = state.inbox.has_waking() && !state.running;
+            if start {
+                state.running = true;
+            }
+            start
+        };
+        self.bump_idle();
+        if start {
+            self.start_driver();
+        }
+        Ok(count)
     }
 
     /// A receiver of every chunk as it streams.
@@ -281,7 +359,8 @@ impl Agent {
                 None => dropped_now = !keep_inbox,
             }
             if dropped_now {
-                state.inbox.drop_before(position);
+                let dropped = state.inbox.drop_before(position);
+                self.forget(&dropped);
             }
             waiting_for
         };
@@ -351,7 +430,8 @@ impl Agent {
                     && let Some(position) = active.cancelled_at
                     && !active.keep_inbox
                 {
-                    state.inbox.drop_before(position);
+                    let dropped = state.inbox.drop_before(position);
+                    self.forget(&dropped);
                 }
                 state.last_end = Some(reason);
                 state.turns_ended += 1;

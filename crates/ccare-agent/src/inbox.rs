@@ -4,9 +4,11 @@
 use std::collections::VecDeque;
 
 use ccare_core::{Message, Source};
+use serde::{Deserialize, Serialize};
 
 /// Where an entry goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Target {
     /// Starts the next turn; wakes an idle agent.
     Followup,
@@ -34,6 +36,20 @@ impl Entry {
     }
 }
 
+/// An entry as persisted in the `agent_inbox` domain.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct Stored {
+    pub(crate) target: Target,
+    pub(crate) message: Message,
+}
+
+/// The storage domain of queued entries (H-LOOP-2): key `<session>/<id, 20 digits>`.
+pub(crate) const INBOX_DOMAIN: &str = "agent_inbox";
+
+pub(crate) fn entry_key(session: &str, id: u64) -> String {
+    format!("{session}/{id:020}")
+}
+
 /// Queued entries in order.
 #[derive(Debug, Default)]
 pub(crate) struct Inbox {
@@ -42,15 +58,35 @@ pub(crate) struct Inbox {
 }
 
 impl Inbox {
-    pub(crate) fn push(&mut self, target: Target, message: Message) -> u64 {
-        let id = self.next_id;
-        self.next_id += 1;
-        self.entries.push_back(Entry {
-            id,
+    pub(crate) fn push(&mut self, target: Target, message: Message) -> Entry {
+        let entry = Entry {
+            id: self.next_id,
             target,
             message,
-        });
-        id
+        };
+        self.next_id += 1;
+        self.entries.push_back(entry.clone());
+        entry
+    }
+
+    /// Puts a new entry at the front (a turn-stopping hook's steer).
+    pub(crate) fn push_front(&mut self, target: Target, message: Message) -> Entry {
+        let entry = Entry {
+            id: self.next_id,
+            target,
+            message,
+        };
+        self.next_id += 1;
+        self.entries.push_front(entry.clone());
+        entry
+    }
+
+    /// Puts back entries persisted by an earlier process, keeping their ids.
+    pub(crate) fn restore(&mut self, entries: Vec<Entry>) {
+        for entry in entries {
+            self.next_id = self.next_id.max(entry.id + 1);
+            self.entries.push_back(entry);
+        }
     }
 
     /// Puts claimed entries back at the front, in their order.
@@ -98,9 +134,17 @@ impl Inbox {
         taken
     }
 
-    /// Drops entries queued before `id` (a cancel without keep-inbox, H-CANCEL-3).
-    pub(crate) fn drop_before(&mut self, id: u64) {
+    /// Drops entries queued before `id` (a cancel without keep-inbox, H-CANCEL-3);
+    /// returns the ids dropped.
+    pub(crate) fn drop_before(&mut self, id: u64) -> Vec<u64> {
+        let dropped = self
+            .entries
+            .iter()
+            .filter(|entry| entry.id < id)
+            .map(|entry| entry.id)
+            .collect();
         self.entries.retain(|entry| entry.id >= id);
+        dropped
     }
 
     pub(crate) fn next_id(&self) -> u64 {

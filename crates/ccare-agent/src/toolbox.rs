@@ -88,10 +88,7 @@ impl Toolbox {
     }
 
     /// The tool and its validator.
-    pub(crate) fn get(
-        &self,
-        name: &str,
-    ) -> Option<(Arc<dyn Tool>, Option<SharedValidator>)> {
+    pub(crate) fn get(&self, name: &str) -> Option<(Arc<dyn Tool>, Option<SharedValidator>)> {
         self.entries
             .iter()
             .find(|entry| entry.tool.def().spec.name == name)

@@ -96,6 +96,7 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
     let mut user_logged = false;
     if opening.is_user() {
         log_user(agent, opening.message)?;
+        agent.forget(&[opening.id]);
         user_logged = true;
     } else {
         plugin_messages.push(opening);
@@ -115,6 +116,7 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
         for entry in claimed {
             if entry.is_user() {
                 log_user(agent, entry.message)?;
+                agent.forget(&[entry.id]);
                 user_logged = true;
             } else {
                 plugin_messages.push(entry);
@@ -152,6 +154,8 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
                 return Ok(hook_failed("pre-step", &error));
             }
             Ok(PreStepDecision::Reject { by, detail }) => {
+                let ids: Vec<u64> = plugin_messages.iter().map(|entry| entry.id).collect();
+                agent.forget(&ids);
                 let unentered = plugin_messages
                     .iter()
                     .map(|entry| serde_json::to_value(&entry.message).unwrap_or(Value::Null))
@@ -164,8 +168,9 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
             }
             Ok(PreStepDecision::Enter(messages)) => messages,
         };
-        plugin_messages.clear();
+        let entered_ids: Vec<u64> = plugin_messages.drain(..).map(|entry| entry.id).collect();
         if step == 1 && entered.is_empty() && !user_logged {
+            agent.forget(&entered_ids);
             return Ok(TurnEndReason::Completed);
         }
         // Phase 3: step/start and the entered messages.
@@ -176,6 +181,7 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
             }
             log_user(agent, message)?;
         }
+        agent.forget(&entered_ids);
         // Phases 4-5: request and stream, with request-error retries.
         let outcome = request_step(agent, turn, step, &context, &hooks).await;
         let (message, finish) = match outcome {
@@ -222,11 +228,13 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
                 for hook in &hooks.turn_stopping {
                     match hook.hook.on_stopping(&stopping_context).await {
                         Ok(Some(message)) => {
-                            agent.inner.state.lock().inbox.restore_front(vec![Entry {
-                                id: 0,
-                                target: crate::inbox::Target::Steer,
-                                message,
-                            }]);
+                            let entry = agent
+                                .inner
+                                .state
+                                .lock()
+                                .inbox
+                                .push_front(crate::inbox::Target::Steer, message);
+                            agent.persist(&entry);
                             steered = true;
                             break;
                         }

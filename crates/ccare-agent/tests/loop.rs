@@ -722,3 +722,42 @@ async fn h_gen_3_a_plugin_that_refuses_its_config_leaves_nothing_registered() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn h_loop_2_queued_entries_are_persisted_and_restored_by_a_new_agent() {
+    let kit = kit("{\"expect\": {\"contains\": \"deadline\"}, \"text\": \"seen both\"}").await;
+    let store = Arc::clone(kit.host.sessions().store());
+    let first = agent(&kit);
+    let mut note = Message::from_blocks(vec![ContentBlock::text("remember the deadline")]);
+    note.source = Some(Source::Plugin(PluginSource::notice("reminder")));
+    first.inject(note);
+    assert!(!first.is_busy(), "inject does not wake an idle agent");
+    store.flush().await.unwrap();
+    drop(first);
+
+    let second = agent(&kit);
+    assert_eq!(second.restore_inbox().await.unwrap(), 1);
+    second.prompt("go");
+    assert_eq!(second.when_idle().await, Some(TurnEndReason::Completed));
+    let request = &kit.script.requests()[0];
+    let texts: Vec<String> = request
+        .config
+        .messages
+        .iter()
+        .map(|message| match &message.message.content[0] {
+            ContentBlock::Text(text) => text.text.clone(),
+            _ => String::new(),
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        ["go", "remember the deadline"],
+        "the prompt, then the claimed plugin entry"
+    );
+    store.flush().await.unwrap();
+    let left = store
+        .kv_scan("agent_inbox", "", ccare_store::KvPage::default())
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "entered entries are deleted: {left:?}");
+}

@@ -18,7 +18,12 @@ use crate::Failure;
 use crate::boot::Booted;
 
 /// Runs the command.
-pub(crate) async fn run(booted: &Booted, prompt: String, session: Option<&str>, json: bool) -> Result<(), Failure> {
+pub(crate) async fn run(
+    booted: &Booted,
+    prompt: String,
+    session: Option<&str>,
+    json: bool,
+) -> Result<(), Failure> {
     let new_session = session.is_none();
     let session = booted.session(session).await?;
     if new_session {
@@ -26,6 +31,7 @@ pub(crate) async fn run(booted: &Booted, prompt: String, session: Option<&str>, 
     }
     let first_new = session.head();
     let agent = booted.agent(session.clone());
+    agent.restore_inbox().await.map_err(Failure::failed)?;
     let mut live = agent.subscribe_live();
     let mut text = TextPrinter::default();
     agent.prompt(prompt);
@@ -74,7 +80,9 @@ pub(crate) async fn run(booted: &Booted, prompt: String, session: Option<&str>, 
     if interrupted {
         return Err(Failure {
             code: 130,
-            error: anyhow::anyhow!("interrupted (Ctrl-C): the turn was cancelled and logged as aborted"),
+            error: anyhow::anyhow!(
+                "interrupted (Ctrl-C): the turn was cancelled and logged as aborted"
+            ),
         });
     }
     exit_for(reason)
@@ -93,7 +101,11 @@ impl TextPrinter {
             return Ok(());
         };
         let mut stdout = std::io::stdout().lock();
-        if self.last_step.is_some_and(|step| step != (live.turn, live.step)) && !self.ends_with_newline {
+        if self
+            .last_step
+            .is_some_and(|step| step != (live.turn, live.step))
+            && !self.ends_with_newline
+        {
             stdout.write_all(b"\n")?;
         }
         self.last_step = Some((live.turn, live.step));
@@ -122,13 +134,16 @@ pub(crate) fn exit_for(reason: Option<TurnEndReason>) -> Result<(), Failure> {
             if let Ok(llm) = serde_json::from_value::<ccare_llm::LlmFailure>(failure.clone()) {
                 return Err(Failure::failed(anyhow::anyhow!("{llm}")));
             }
-            let code = failure.get("code").and_then(Value::as_str).unwrap_or("UNKNOWN");
+            let code = failure
+                .get("code")
+                .and_then(Value::as_str)
+                .unwrap_or("UNKNOWN");
             let message = failure.get("message").and_then(Value::as_str).unwrap_or("");
             Err(Failure::failed(anyhow::anyhow!("{code}: {message}")))
         }
-        Some(TurnEndReason::Blocked { by, detail, .. }) => {
-            Err(Failure::failed(anyhow::anyhow!("blocked by {by}: {detail}")))
-        }
+        Some(TurnEndReason::Blocked { by, detail, .. }) => Err(Failure::failed(anyhow::anyhow!(
+            "blocked by {by}: {detail}"
+        ))),
         Some(TurnEndReason::Aborted { cause }) => {
             Err(Failure::failed(anyhow::anyhow!("aborted (cause: {cause})")))
         }
