@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use ccare_agent::tools::{FileLimits, Workspace, builtin_tools};
-use ccare_agent::{Agent, AgentOptions, Host};
+use ccare_agent::{Agent, AgentOptions, Host, Plugin};
 use ccare_core::{SessionId, SystemClock};
 use ccare_llm::Llm;
 use ccare_session::{Registry, Session};
@@ -21,15 +21,18 @@ pub(crate) struct Booted {
 
 /// Builds the host: an invalid config or workspace is bad input (exit 2).
 pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> {
-    let llm = Llm::from_config(settings.llm.clone(), &|name| std::env::var(name).ok()).map_err(|error| {
-        let origin = settings
-            .source
-            .as_ref()
-            .map_or_else(|| "config".to_owned(), |path| path.display().to_string());
-        Failure::bad_input(anyhow::anyhow!("{origin}: {error}"))
+    let llm = Llm::from_config(settings.llm.clone(), &|name| std::env::var(name).ok()).map_err(
+        |error| {
+            let origin = settings
+                .source
+                .as_ref()
+                .map_or_else(|| "config".to_owned(), |path| path.display().to_string());
+            Failure::bad_input(anyhow::anyhow!("{origin}: {error}"))
+        },
+    )?;
+    llm.route(&settings.model).map_err(|failure| {
+        Failure::bad_input(anyhow::anyhow!("agent.model: {}", failure.message))
     })?;
-    llm.route(&settings.model)
-        .map_err(|failure| Failure::bad_input(anyhow::anyhow!("agent.model: {}", failure.message)))?;
     let registry = Arc::new(Registry::with_host_defaults());
     let sessions = home
         .sessions_with(Arc::clone(&registry), settings.locale)
@@ -48,14 +51,45 @@ pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> 
         ))
     })?;
     for tool in builtin_tools(workspace, FileLimits::default()) {
-        host.add_tool(tool).map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
+        host.add_tool(tool)
+            .map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
     }
+    mount_plugins(&host, settings)?;
     let mut options = AgentOptions::new(settings.model.clone());
     options.max_steps_per_turn = settings.loop_limits.max_steps_per_turn;
     options.max_request_retries = settings.loop_limits.max_request_retries;
     options.tool_pool = settings.loop_limits.tool_pool;
     options.tool_cancel_grace_ms = settings.loop_limits.tool_cancel_grace_ms;
     Ok(Booted { host, options })
+}
+
+/// The plugins this build knows, by `[plugins.<name>]` table name. None yet: the
+/// time-context, context-care and stream-watch plugins land with their issues.
+fn known_plugins() -> Vec<Box<dyn Plugin>> {
+    Vec::new()
+}
+
+/// Mounts every plugin whose table is present (H-CFG-3): an unknown name or a refused
+/// config is bad input naming the plugin.
+fn mount_plugins(host: &Host, settings: &Settings) -> Result<(), Failure> {
+    let known = known_plugins();
+    for (name, table) in &settings.plugins {
+        let Some(plugin) = known.iter().find(|plugin| plugin.name() == name) else {
+            let names: Vec<&str> = known.iter().map(|plugin| plugin.name()).collect();
+            return Err(Failure::bad_input(anyhow::anyhow!(
+                "plugins.{name}: no such plugin in this build (known: {})",
+                if names.is_empty() {
+                    "none yet".to_owned()
+                } else {
+                    names.join(", ")
+                }
+            )));
+        };
+        let config = serde_json::to_value(table).map_err(Failure::bad_input)?;
+        host.mount(plugin.as_ref(), &config)
+            .map_err(|error| Failure::bad_input(anyhow::anyhow!("{error}")))?;
+    }
+    Ok(())
 }
 
 impl Booted {
@@ -73,6 +107,11 @@ impl Booted {
 
     /// An agent on `session`.
     pub(crate) fn agent(&self, session: Session) -> Agent {
-        Agent::new(Arc::clone(&self.host), session, Arc::new(SystemClock), self.options.clone())
+        Agent::new(
+            Arc::clone(&self.host),
+            session,
+            Arc::new(SystemClock),
+            self.options.clone(),
+        )
     }
 }

@@ -161,6 +161,19 @@ fn h_cfg_2_invalid_config_exits_2_naming_file_and_key() {
         text(&output.stderr)
     );
 
+    std::fs::write(
+        dir.path().join("ccare.toml"),
+        "[plugins.time-travel]\nenabled = true\n",
+    )
+    .unwrap();
+    let output = ccare(dir.path(), &["run", "--prompt", "x"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("plugins.time-travel: no such plugin in this build"),
+        "{}",
+        text(&output.stderr)
+    );
+
     let bad_script = ccare(
         dir.path(),
         &["run", "--prompt", "x", "--provider", "script:missing.jsonl"],
