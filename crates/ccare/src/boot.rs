@@ -17,6 +17,9 @@ use crate::home::Home;
 pub(crate) struct Booted {
     pub(crate) host: Arc<Host>,
     pub(crate) options: AgentOptions,
+    /// Token counts for the conversation route (exact when it has a tokenizer).
+    #[allow(dead_code)]
+    pub(crate) meter: ccare_meter::Meter,
 }
 
 /// Builds the host: an invalid config or workspace is bad input (exit 2).
@@ -30,8 +33,20 @@ pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> 
             Failure::bad_input(anyhow::anyhow!("{origin}: {error}"))
         },
     )?;
-    llm.route(&settings.model).map_err(|failure| {
+    let route = llm.route(&settings.model).map_err(|failure| {
         Failure::bad_input(anyhow::anyhow!("agent.model: {}", failure.message))
+    })?;
+    // H-TOK-3: a tokenizer that does not load is a startup error, not a silent estimate.
+    let meter = ccare_meter::Meter::new(&ccare_meter::MeterConfig {
+        image_tokens: route.image_tokens,
+        tokenizer: route.tokenizer.clone(),
+        ..ccare_meter::MeterConfig::default()
+    })
+    .map_err(|error| {
+        Failure::bad_input(anyhow::anyhow!(
+            "models.{:?}.tokenizer: {error}",
+            route.name()
+        ))
     })?;
     let registry = Arc::new(Registry::with_host_defaults());
     let sessions = home
@@ -60,7 +75,11 @@ pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> 
     options.max_request_retries = settings.loop_limits.max_request_retries;
     options.tool_pool = settings.loop_limits.tool_pool;
     options.tool_cancel_grace_ms = settings.loop_limits.tool_cancel_grace_ms;
-    Ok(Booted { host, options })
+    Ok(Booted {
+        host,
+        options,
+        meter,
+    })
 }
 
 /// The plugins this build knows, by `[plugins.<name>]` table name. None yet: the

@@ -174,6 +174,25 @@ fn h_cfg_2_invalid_config_exits_2_naming_file_and_key() {
         text(&output.stderr)
     );
 
+    std::fs::write(dir.path().join("broken.json"), "{not a tokenizer").unwrap();
+    std::fs::write(
+        dir.path().join("ccare.toml"),
+        "[agent]\nmodel = \"s/m\"\n[providers.s]\nkind = \"script\"\n[models.\"s/m\"]\ntokenizer = \"broken.json\"\n",
+    )
+    .unwrap();
+    let output = ccare(dir.path(), &["run", "--prompt", "x"]);
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).contains("models.\"s/m\".tokenizer:"),
+        "{}",
+        text(&output.stderr)
+    );
+    assert!(
+        text(&output.stderr).contains("broken.json"),
+        "{}",
+        text(&output.stderr)
+    );
+
     let bad_script = ccare(
         dir.path(),
         &["run", "--prompt", "x", "--provider", "script:missing.jsonl"],
