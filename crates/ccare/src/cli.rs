@@ -29,6 +29,8 @@ pub(crate) enum Command {
     Demo,
     /// Send one prompt, run the agent until idle, print the answer.
     Run(RunArgs),
+    /// Talk to the agent in the terminal: one prompt per line, answers stream to stdout.
+    Chat(ChatArgs),
     /// List the configured routes and their context windows.
     Models(ModelsArgs),
 }
@@ -50,6 +52,19 @@ pub(crate) struct RunArgs {
     /// Print the session's new events as JSON lines instead of the answer.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ChatArgs {
+    /// The model, `<provider>/<model>` (default: [agent] model).
+    #[arg(long, value_name = "PROVIDER/MODEL")]
+    pub(crate) model: Option<String>,
+    /// Replay scripted replies offline: `script:FILE.jsonl`.
+    #[arg(long, value_name = "script:FILE")]
+    pub(crate) provider: Option<String>,
+    /// Continue this session (default: a new one).
+    #[arg(long, value_name = "ID")]
+    pub(crate) session: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -310,9 +310,16 @@ mod tests {
             ),
             "{error}"
         );
-        let error = settings("[loop]\nmax_step_per_turn = 3\n").err().unwrap_or_default();
-        assert!(error.starts_with("loop.max_step_per_turn: unknown field `max_step_per_turn`"), "{error}");
-        let error = settings("[store]\ncommit_window_ms = 3\n").err().unwrap_or_default();
+        let error = settings("[loop]\nmax_step_per_turn = 3\n")
+            .err()
+            .unwrap_or_default();
+        assert!(
+            error.starts_with("loop.max_step_per_turn: unknown field `max_step_per_turn`"),
+            "{error}"
+        );
+        let error = settings("[store]\ncommit_window_ms = 3\n")
+            .err()
+            .unwrap_or_default();
         assert!(error.starts_with("store: unknown field `store`"), "{error}");
     }
 

@@ -77,7 +77,9 @@ async fn turn(agent: &Agent, prompt: &str) -> Result<(), Failure> {
     let mut out = std::io::stdout();
     writeln!(out, "\n> {prompt}").map_err(Failure::failed)?;
     let mut live = agent.subscribe_live();
-    let mut printer = Printer { at_line_start: true };
+    let mut printer = Printer {
+        at_line_start: true,
+    };
     agent.prompt(prompt);
     let idle = agent.when_idle();
     tokio::pin!(idle);

@@ -37,7 +37,11 @@ impl Home {
 
     /// Opens the store and the session engine over `registry`, so plugin event types
     /// and validators registered there apply.
-    pub(crate) fn sessions_with(&self, registry: Arc<Registry>, locale: Locale) -> anyhow::Result<Sessions> {
+    pub(crate) fn sessions_with(
+        &self,
+        registry: Arc<Registry>,
+        locale: Locale,
+    ) -> anyhow::Result<Sessions> {
         std::fs::create_dir_all(&self.dir)
             .with_context(|| format!("cannot create data directory {}", self.dir.display()))?;
         let store = SqliteStore::open(SqliteConfig::new(self.database()))

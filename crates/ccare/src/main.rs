@@ -5,6 +5,7 @@
 //! (unknown session, malformed file), with the error on stderr.
 
 mod boot;
+mod chat_cmd;
 mod cli;
 mod config;
 mod demo;
@@ -87,6 +88,15 @@ fn main() -> ExitCode {
                 let settings = load_settings(cli.config.as_deref(), &home, &overrides)?;
                 let booted = boot::boot(&settings, &home)?;
                 run_cmd::run(&booted, args.prompt, args.session.as_deref(), args.json).await
+            }
+            Command::Chat(args) => {
+                let overrides = config::Overrides {
+                    model: args.model,
+                    provider: args.provider,
+                };
+                let settings = load_settings(cli.config.as_deref(), &home, &overrides)?;
+                let booted = boot::boot(&settings, &home)?;
+                chat_cmd::run(&booted, args.session.as_deref()).await
             }
             Command::Models(args) => {
                 let settings =

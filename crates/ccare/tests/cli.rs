@@ -71,7 +71,11 @@ fn demo_list_show_export_import_fork() {
     assert_eq!(forked["seed_length"], 13, "turn 1 ends at seq 12");
     assert_eq!(forked["events"], 14);
     let note = home.join("demo-workspace/notes/context.md");
-    assert!(std::fs::read_to_string(note).unwrap().starts_with("# Context care"));
+    assert!(
+        std::fs::read_to_string(note)
+            .unwrap()
+            .starts_with("# Context care")
+    );
 }
 
 #[test]

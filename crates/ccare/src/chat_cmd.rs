@@ -1,0 +1,658 @@
+//! `ccare chat [--session ID]`: the interactive agent in the terminal (DESIGN.md §5).
+//!
+//! Output contract, so that `ccare chat < prompts.txt > answers.txt` works: the answer
+//! text and what `/status` and `/sessions` print go to stdout; everything else (the
+//! banner, the `> ` prompt, reasoning, one line per tool call and per tool result,
+//! turn-end notes such as `[cancelled]`) goes to stderr. The prompt is shown only when
+//! stdin is a terminal; reasoning is dimmed only when stderr is one.
+//!
+//! Each input line is one prompt; the next line is read only once the agent is idle,
+//! so lines typed (or piped) ahead wait their turn. Ctrl-C while a turn runs cancels
+//! it (cause `user`, inbox kept): the partial answer stays on screen and in the log as
+//! an interrupted assistant message. Ctrl-C twice within two seconds at the prompt
+//! exits with 130; EOF and `/quit` exit 0.
+//!
+//! Ordering: text streams from the agent's live chunks, tool results and turn ends
+//! come from the session's committed events — two channels. Before a chunk of a new
+//! step is printed, the events up to that step's `step/start` are printed first, and
+//! events are only taken when no chunk is waiting, so the screen follows the log.
+
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ccare_agent::{Agent, CancelCause, LiveChunk};
+use ccare_core::kinds::{self, AssistantMessage, StepStart, ToolResult, TurnEnd, TurnEndReason};
+use ccare_core::{ContentBlock, Event, TokenUsage, ToolCallBlock};
+use ccare_llm::Chunk;
+use ccare_session::Session;
+use ccare_store::SessionQuery;
+use serde_json::Value;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::Failure;
+use crate::boot::Booted;
+use crate::output::rfc3339_utc;
+
+/// The commands the banner and the help name.
+const HINT: &str = "Ctrl-C cancels a running answer; /status /sessions /quit";
+/// How long a first Ctrl-C at the prompt arms the second one.
+const EXIT_WINDOW: Duration = Duration::from_secs(2);
+/// How many sessions `/sessions` lists.
+const SESSIONS_SHOWN: usize = 20;
+/// Tool lines are cut to the terminal width (`$COLUMNS`), else to this.
+const DEFAULT_WIDTH: usize = 100;
+
+/// Runs the command until EOF, `/quit` or a double Ctrl-C (exit 130).
+pub(crate) async fn run(booted: &Booted, session_id: Option<&str>) -> Result<(), Failure> {
+    let resumed = session_id.is_some();
+    let session = booted.session(session_id).await?;
+    let agent = booted.agent(session.clone());
+    let state = if resumed {
+        format!("resumed, {} events", session.head())
+    } else {
+        "new".to_owned()
+    };
+    eprintln!(
+        "session {} ({state}) · model {} · {HINT}",
+        session.id(),
+        booted.options.model
+    );
+    let mut lines = spawn_line_reader().map_err(Failure::failed)?;
+    let mut interrupts = spawn_interrupt_listener();
+    let mut chat = Chat {
+        booted,
+        live: agent.subscribe_live(),
+        events: session.subscribe(),
+        agent,
+        session: session.clone(),
+        screen: Screen::new(),
+        seen_step: (0, 0),
+        cancelling: false,
+    };
+    let outcome = chat.repl(&mut lines, &mut interrupts).await;
+    let _ = session.flush().await;
+    outcome
+}
+
+/// Why the prompt loop stopped.
+enum Exit {
+    /// EOF or `/quit`: exit 0.
+    Done,
+    /// Ctrl-C twice: exit 130.
+    Interrupted(&'static str),
+}
+
+struct Chat<'a> {
+    booted: &'a Booted,
+    agent: Agent,
+    session: Session,
+    live: broadcast::Receiver<LiveChunk>,
+    events: broadcast::Receiver<Arc<Event>>,
+    screen: Screen,
+    /// The latest `(turn, step)` whose `step/start` has been taken from `events`.
+    seen_step: (u32, u32),
+    /// Ctrl-C cancelled the running turn.
+    cancelling: bool,
+}
+
+impl Chat<'_> {
+    async fn repl(
+        &mut self,
+        lines: &mut mpsc::UnboundedReceiver<String>,
+        interrupts: &mut mpsc::UnboundedReceiver<()>,
+    ) -> Result<(), Failure> {
+        let interactive = std::io::stdin().is_terminal();
+        let mut armed: Option<Instant> = None;
+        let exit = loop {
+            if interactive {
+                let mut stderr = std::io::stderr().lock();
+                let _ = write!(stderr, "> ").and_then(|()| stderr.flush());
+            }
+            let line = tokio::select! {
+                line = lines.recv() => line,
+                Some(()) = interrupts.recv() => {
+                    if armed.is_some_and(|at| at.elapsed() < EXIT_WINDOW) {
+                        if interactive {
+                            eprintln!();
+                        }
+                        break Exit::Interrupted("interrupted (Ctrl-C twice at the prompt)");
+                    }
+                    armed = Some(Instant::now());
+                    let lead = if interactive { "\n" } else { "" };
+                    eprintln!("{lead}(press Ctrl-C again to exit)");
+                    continue;
+                }
+            };
+            let Some(line) = line else {
+                if interactive {
+                    eprintln!();
+                }
+                break Exit::Done;
+            };
+            armed = None;
+            let trimmed = line.trim();
+            if trimmed.is_empty() {
+                continue;
+            }
+            if let Some(command) = trimmed.strip_prefix('/') {
+                let name = command.split_whitespace().next().unwrap_or_default();
+                match name {
+                    "quit" | "exit" => break Exit::Done,
+                    "status" => self.status().map_err(Failure::failed)?,
+                    "sessions" => self.sessions().await?,
+                    _ => eprintln!("unknown command /{name}; {HINT}"),
+                }
+                continue;
+            }
+            if let Some(exit) = self.turn(line, interrupts).await? {
+                break exit;
+            }
+        };
+        match exit {
+            Exit::Done => Ok(()),
+            Exit::Interrupted(why) => Err(Failure {
+                code: 130,
+                error: anyhow::anyhow!(why),
+            }),
+        }
+    }
+
+    /// Sends one prompt and shows the agent's work until it is idle.
+    async fn turn(
+        &mut self,
+        text: String,
+        interrupts: &mut mpsc::UnboundedReceiver<()>,
+    ) -> Result<Option<Exit>, Failure> {
+        self.cancelling = false;
+        let agent = self.agent.clone();
+        agent.prompt(text);
+        let idle = agent.when_idle();
+        tokio::pin!(idle);
+        let mut canceller: Option<tokio::task::JoinHandle<()>> = None;
+        let mut exit = None;
+        loop {
+            tokio::select! {
+                biased;
+                received = self.live.recv() => match received {
+                    Ok(live) => self.on_chunk(&live).map_err(Failure::failed)?,
+                    Err(RecvError::Lagged(_) | RecvError::Closed) => {}
+                },
+                received = self.events.recv() => match received {
+                    Ok(event) => self.on_event(&event).map_err(Failure::failed)?,
+                    Err(RecvError::Lagged(_) | RecvError::Closed) => {}
+                },
+                _ = &mut idle => break,
+                Some(()) = interrupts.recv() => {
+                    if self.cancelling {
+                        exit = Some(Exit::Interrupted("interrupted (Ctrl-C twice while cancelling)"));
+                        break;
+                    }
+                    self.cancelling = true;
+                    canceller = Some(tokio::spawn(cancel_until_idle(agent.clone())));
+                }
+            }
+        }
+        if let Some(canceller) = canceller {
+            // Idle already: a late retry must not cancel the next prompt's turn.
+            canceller.abort();
+        }
+        self.drain().map_err(Failure::failed)?;
+        self.screen.close().map_err(Failure::failed)?;
+        Ok(exit)
+    }
+
+    /// Shows what is still queued after the agent went idle: chunks first.
+    fn drain(&mut self) -> std::io::Result<()> {
+        loop {
+            match self.live.try_recv() {
+                Ok(live) => self.on_chunk(&live)?,
+                Err(TryRecvError::Lagged(_)) => {}
+                Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+            }
+        }
+        loop {
+            match self.events.try_recv() {
+                Ok(event) => self.on_event(&event)?,
+                Err(TryRecvError::Lagged(_)) => {}
+                Err(TryRecvError::Empty | TryRecvError::Closed) => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn on_chunk(&mut self, live: &LiveChunk) -> std::io::Result<()> {
+        let step = (live.turn, live.step);
+        // Everything the previous step logged (its tool results) was committed before
+        // this step's `step/start`, which was committed before this chunk was sent.
+        while self.seen_step < step {
+            match self.events.try_recv() {
+                Ok(event) => self.on_event(&event)?,
+                Err(TryRecvError::Lagged(_)) => {}
+                Err(TryRecvError::Empty | TryRecvError::Closed) => self.seen_step = step,
+            }
+        }
+        match &live.chunk {
+            Chunk::TextDelta { text, .. } => self.screen.text(step, text),
+            Chunk::ReasoningDelta { text, .. } => self.screen.reasoning(text),
+            Chunk::BlockEnd {
+                block: ContentBlock::ToolCall(call),
+                ..
+            } => self.screen.note(&call_line(call), true),
+            Chunk::BlockStart { .. }
+            | Chunk::ToolCallDelta { .. }
+            | Chunk::BlockEnd { .. }
+            | Chunk::Usage(_)
+            | Chunk::Retry(_)
+            | Chunk::Finish(_) => Ok(()),
+        }
+    }
+
+    fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
+        match event.kind() {
+            kinds::STEP_START => {
+                if let Ok(start) = event.decode::<StepStart>() {
+                    self.seen_step = self.seen_step.max((start.turn, start.step));
+                }
+            }
+            kinds::TOOL_RESULT => {
+                if let Ok(result) = event.decode::<ToolResult>() {
+                    self.screen.note(&result_line(&result), true)?;
+                }
+            }
+            kinds::TURN_END => {
+                if let Ok(end) = event.decode::<TurnEnd>() {
+                    let note = match &end.reason {
+                        TurnEndReason::Aborted { cause }
+                            if self.cancelling
+                                && cause.get("kind").and_then(Value::as_str) == Some("user") =>
+                        {
+                            Some("[cancelled]".to_owned())
+                        }
+                        TurnEndReason::Completed => None,
+                        other => Some(format!("[{}]", reason_text(other))),
+                    };
+                    if let Some(note) = note {
+                        self.screen.note(&note, false)?;
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// `/status`: the session, the model, the log's size and the last turn.
+    fn status(&self) -> std::io::Result<()> {
+        let (head, turns, last_end, usage) = self.session.with_log(|log| {
+            let mut last_end: Option<TurnEndReason> = None;
+            let mut usage: Option<TokenUsage> = None;
+            for event in log.events().iter().rev() {
+                if last_end.is_none() && event.kind() == kinds::TURN_END {
+                    last_end = event.decode::<TurnEnd>().ok().map(|end| end.reason);
+                }
+                if usage.is_none() && event.kind() == kinds::ASSISTANT_MESSAGE {
+                    usage = event
+                        .decode::<AssistantMessage>()
+                        .ok()
+                        .and_then(|message| message.usage);
+                }
+                if last_end.is_some() && usage.is_some() {
+                    break;
+                }
+            }
+            (log.head(), log.state().last_turn, last_end, usage)
+        });
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "session    {}", self.session.id())?;
+        writeln!(stdout, "model      {}", self.agent.options().model)?;
+        writeln!(stdout, "events     {head}")?;
+        writeln!(stdout, "turns      {turns}")?;
+        if let Some(reason) = &last_end {
+            writeln!(stdout, "last turn  {}", reason_text(reason))?;
+        }
+        if let Some(usage) = usage {
+            writeln!(
+                stdout,
+                "last usage input {} / cache_read {} / output {}",
+                usage.input, usage.cache_read, usage.output
+            )?;
+        }
+        stdout.flush()
+    }
+
+    /// `/sessions`: the newest sessions, the current one starred.
+    async fn sessions(&self) -> Result<(), Failure> {
+        let query = SessionQuery {
+            limit: Some(SESSIONS_SHOWN + 1),
+        };
+        let records = self.booted.host.sessions().list(query).await?;
+        let mut stdout = std::io::stdout().lock();
+        for record in records.iter().take(SESSIONS_SHOWN) {
+            let marker = if &record.id == self.session.id() {
+                '*'
+            } else {
+                ' '
+            };
+            writeln!(
+                stdout,
+                "{marker} {}  {}  {:>6} events",
+                record.id,
+                rfc3339_utc(record.created_ms),
+                record.head
+            )
+            .map_err(Failure::failed)?;
+        }
+        if records.len() > SESSIONS_SHOWN {
+            writeln!(stdout, "  … older sessions: ccare sessions list").map_err(Failure::failed)?;
+        }
+        stdout.flush().map_err(Failure::failed)
+    }
+}
+
+/// Cancels until the agent is idle: a Ctrl-C that lands between `prompt` and the
+/// turn's start finds no turn to cancel, so it tries again.
+async fn cancel_until_idle(agent: Agent) {
+    while agent.is_busy() {
+        agent.cancel(CancelCause::User, true).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Reads stdin on a plain thread (stdin blocks), one line per message; the channel
+/// closes at EOF. Not `spawn_blocking`: the runtime would wait for it on shutdown.
+fn spawn_line_reader() -> std::io::Result<mpsc::UnboundedReceiver<String>> {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    std::thread::Builder::new()
+        .name("ccare-chat-stdin".to_owned())
+        .spawn(move || {
+            let stdin = std::io::stdin();
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match stdin.lock().read_line(&mut line) {
+                    Ok(0) => break,
+                    Ok(_) => {
+                        let text = line.trim_end_matches(['\n', '\r']).to_owned();
+                        if sender.send(text).is_err() {
+                            break;
+                        }
+                    }
+                    Err(error) => {
+                        eprintln!("error: cannot read stdin: {error}");
+                        break;
+                    }
+                }
+            }
+        })?;
+    Ok(receiver)
+}
+
+/// Forwards every Ctrl-C; once installed, Ctrl-C no longer kills the process.
+fn spawn_interrupt_listener() -> mpsc::UnboundedReceiver<()> {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            if sender.send(()).is_err() {
+                break;
+            }
+        }
+    });
+    receiver
+}
+
+/// `→ write_file {"path":"notes.md",...}`.
+fn call_line(call: &ToolCallBlock) -> String {
+    let arguments = match (&call.arguments, &call.raw_arguments) {
+        (Value::Null, Some(raw)) => raw.clone(),
+        (arguments, _) => arguments.to_string(),
+    };
+    format!("→ {} {arguments}", call.name)
+}
+
+/// `← read_file: 12 lines`, `← write_file: wrote 2 bytes to notes.md`,
+/// `← write_file error PATH_OUTSIDE_WORKSPACE: …`.
+fn result_line(result: &ToolResult) -> String {
+    let block = result.message.content.iter().find_map(|block| match block {
+        ContentBlock::ToolResult(block) => Some(block),
+        ContentBlock::Text(_)
+        | ContentBlock::Reasoning(_)
+        | ContentBlock::ToolCall(_)
+        | ContentBlock::Image(_)
+        | ContentBlock::Unknown(_) => None,
+    });
+    let name = block.map_or("tool", |block| block.name.as_str());
+    if let Some(error) = &result.error {
+        return format!("← {name} error {}: {}", error.code, error.message);
+    }
+    let mut text = String::new();
+    let mut images = 0usize;
+    for inner in block
+        .map(|block| block.content.as_slice())
+        .unwrap_or_default()
+    {
+        match inner {
+            ContentBlock::Text(part) => text.push_str(&part.text),
+            ContentBlock::Image(_) => images += 1,
+            ContentBlock::Reasoning(_)
+            | ContentBlock::ToolCall(_)
+            | ContentBlock::ToolResult(_)
+            | ContentBlock::Unknown(_) => {}
+        }
+    }
+    let error_flag = if block.is_some_and(|block| block.is_error) {
+        " error"
+    } else {
+        ""
+    };
+    let lines = text.lines().count();
+    let mut summary = match lines {
+        0 => "(empty)".to_owned(),
+        1 => text.trim().to_owned(),
+        n => format!("{n} lines"),
+    };
+    if images > 0 {
+        summary.push_str(&format!(" + {images} image(s)"));
+    }
+    format!("← {name}{error_flag}: {summary}")
+}
+
+/// How a turn ended, for notes and `/status`: `aborted: user`, `error CODE: …`.
+fn reason_text(reason: &TurnEndReason) -> String {
+    match reason {
+        TurnEndReason::Completed => "completed".to_owned(),
+        TurnEndReason::MaxTokens => "max-tokens: the answer was cut at the output limit".to_owned(),
+        TurnEndReason::Aborted { cause } => {
+            let kind = cause
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown");
+            match (
+                cause.get("plugin").and_then(Value::as_str),
+                cause.get("reason").and_then(Value::as_str),
+            ) {
+                (Some(plugin), Some(why)) => format!("aborted: {kind} {plugin}: {why}"),
+                _ => format!("aborted: {kind}"),
+            }
+        }
+        TurnEndReason::Error { failure } => {
+            if let Ok(llm) = serde_json::from_value::<ccare_llm::LlmFailure>(failure.clone()) {
+                return format!("error {llm}");
+            }
+            let code = failure
+                .get("code")
+                .and_then(Value::as_str)
+                .unwrap_or("UNKNOWN");
+            let message = failure.get("message").and_then(Value::as_str).unwrap_or("");
+            format!("error {code}: {message}")
+        }
+        TurnEndReason::Blocked { by, detail, .. } => format!("blocked by {by}: {detail}"),
+        TurnEndReason::Interrupted => "interrupted".to_owned(),
+    }
+}
+
+/// Which stream holds an unfinished line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Open {
+    Nothing,
+    /// Answer text on stdout.
+    Text,
+    /// Reasoning on stderr.
+    Reasoning,
+}
+
+/// Writes the two streams so that they interleave on one terminal: a line left open
+/// on one stream is ended before the other writes.
+struct Screen {
+    /// Dim reasoning (stderr is a terminal).
+    dim: bool,
+    /// Tool lines are cut to this many characters.
+    width: usize,
+    open: Open,
+    /// The step of the last text delta (a new step starts a new line).
+    text_step: Option<(u32, u32)>,
+}
+
+impl Screen {
+    fn new() -> Self {
+        let width = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|columns| columns.trim().parse::<usize>().ok())
+            .filter(|columns| *columns >= 20)
+            .unwrap_or(DEFAULT_WIDTH);
+        Self {
+            dim: std::io::stderr().is_terminal(),
+            width,
+            open: Open::Nothing,
+            text_step: None,
+        }
+    }
+
+    fn text(&mut self, step: (u32, u32), text: &str) -> std::io::Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        if self.open == Open::Reasoning || (self.open == Open::Text && self.text_step != Some(step))
+        {
+            self.close()?;
+        }
+        self.text_step = Some(step);
+        let mut stdout = std::io::stdout().lock();
+        stdout.write_all(text.as_bytes())?;
+        stdout.flush()?;
+        self.open = if text.ends_with('\n') {
+            Open::Nothing
+        } else {
+            Open::Text
+        };
+        Ok(())
+    }
+
+    fn reasoning(&mut self, text: &str) -> std::io::Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        if self.open == Open::Text {
+            self.close()?;
+        }
+        let mut stderr = std::io::stderr().lock();
+        if self.dim {
+            write!(stderr, "\x1b[2m{text}\x1b[0m")?;
+        } else {
+            stderr.write_all(text.as_bytes())?;
+        }
+        stderr.flush()?;
+        self.open = if text.ends_with('\n') {
+            Open::Nothing
+        } else {
+            Open::Reasoning
+        };
+        Ok(())
+    }
+
+    /// One line on stderr, on its own line; `cut` shortens it to the width.
+    fn note(&mut self, line: &str, cut: bool) -> std::io::Result<()> {
+        self.close()?;
+        let flat = line.replace(['\n', '\r'], " ");
+        let shown = if cut {
+            truncate(&flat, self.width)
+        } else {
+            flat
+        };
+        let mut stderr = std::io::stderr().lock();
+        writeln!(stderr, "{shown}")?;
+        stderr.flush()
+    }
+
+    /// Ends the open line, if any.
+    fn close(&mut self) -> std::io::Result<()> {
+        match self.open {
+            Open::Nothing => {}
+            Open::Text => {
+                let mut stdout = std::io::stdout().lock();
+                stdout.write_all(b"\n")?;
+                stdout.flush()?;
+            }
+            Open::Reasoning => {
+                let mut stderr = std::io::stderr().lock();
+                stderr.write_all(b"\n")?;
+                stderr.flush()?;
+            }
+        }
+        self.open = Open::Nothing;
+        Ok(())
+    }
+}
+
+/// `text` cut to `width` characters, the last one an ellipsis when cut.
+fn truncate(text: &str, width: usize) -> String {
+    if text.chars().count() <= width {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn truncates_to_the_width_with_an_ellipsis() {
+        assert_eq!(truncate("short", 10), "short");
+        assert_eq!(truncate("abcdefghij", 5), "abcd…");
+        assert_eq!(truncate("日本語のテキスト", 4), "日本語…");
+    }
+
+    #[test]
+    fn reasons_read_like_the_notes() {
+        assert_eq!(
+            reason_text(&TurnEndReason::Aborted {
+                cause: serde_json::json!({"kind": "user"})
+            }),
+            "aborted: user"
+        );
+        assert_eq!(
+            reason_text(&TurnEndReason::Aborted {
+                cause: serde_json::json!({"kind": "hook", "plugin": "stream-watch", "reason": "loop"})
+            }),
+            "aborted: hook stream-watch: loop"
+        );
+        assert_eq!(
+            reason_text(&TurnEndReason::Blocked {
+                by: "guard".into(),
+                detail: "no".into(),
+                unentered: Vec::new()
+            }),
+            "blocked by guard: no"
+        );
+        assert_eq!(
+            reason_text(&TurnEndReason::Error {
+                failure: serde_json::json!({"code": "STEP_LIMIT", "message": "too many"})
+            }),
+            "error STEP_LIMIT: too many"
+        );
+    }
+}

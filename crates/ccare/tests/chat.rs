@@ -1,0 +1,407 @@
+//! `ccare chat` as a user drives it: lines piped into the real binary (the scripted
+//! provider, a tool call, the commands), and a real terminal through tmux against the
+//! fake OpenAI-compatible server (streaming, Ctrl-C mid-stream, a second prompt).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use ccare_fake_openai::{FakeServer, Reply, Script};
+use serde_json::Value;
+
+/// The binary with no ambient configuration: no keys, no `$CCARE_*`.
+fn ccare_command(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_ccare"));
+    command
+        .current_dir(dir)
+        .env_remove("DEEPSEEK_API_KEY")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("CCARE_CONFIG")
+        .env_remove("CCARE_HOME")
+        .env_remove("COLUMNS")
+        .env("FAKE_KEY", "sk-fake");
+    command
+}
+
+/// Runs `ccare chat` in `dir` with `input` on stdin.
+fn chat(dir: &Path, args: &[&str], input: &str) -> Output {
+    let mut child = ccare_command(dir)
+        .args(["--home", "home", "chat"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+/// The session id from the banner (`session ID (new) · ...`).
+fn banner_id(stderr: &str) -> String {
+    let first = stderr.lines().next().unwrap_or_default();
+    assert!(first.starts_with("session "), "{stderr}");
+    first
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn piped_chat_uses_tools_answers_on_stdout_and_reports_status() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.jsonl"),
+        concat!(
+            "{\"reasoning\": \"The user wants a file.\", \"text\": \"Let me save it.\", ",
+            "\"tool_calls\": [{\"name\": \"write_file\", \"arguments\": {\"path\": \"notes.md\", \"content\": \"hi\"}}]}\n",
+            "{\"text\": \"Saved.\", \"usage\": {\"input\": 900, \"cache_read\": 100, \"output\": 12}}\n",
+            "{\"failure\": {\"code\": \"CONTEXT_WINDOW_EXCEEDED\", \"message\": \"too long\"}}\n",
+        ),
+    )
+    .unwrap();
+    let output = chat(
+        dir.path(),
+        &["--provider", "script:s.jsonl"],
+        "Please save a note\n/status\n\nagain\n/bogus\n/sessions\n",
+    );
+    let stdout = text(&output.stdout);
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let id = banner_id(&stderr);
+    assert!(
+        stderr.lines().next().unwrap().ends_with(
+            "(new) · model script/scripted · Ctrl-C cancels a running answer; /status /sessions /quit"
+        ),
+        "{stderr}"
+    );
+
+    // The answer text of both steps on stdout, a line each; chrome on stderr only.
+    assert!(stdout.starts_with("Let me save it.\nSaved.\n"), "{stdout}");
+    assert!(!stdout.contains("write_file"), "{stdout}");
+    assert!(!stdout.contains("The user wants a file."), "{stdout}");
+    let chrome: Vec<&str> = stderr.lines().skip(1).collect();
+    assert_eq!(
+        chrome,
+        [
+            "The user wants a file.",
+            r#"→ write_file {"path":"notes.md","content":"hi"}"#,
+            "← write_file: wrote 2 bytes to notes.md",
+            "[error CONTEXT_WINDOW_EXCEEDED: too long [script/scripted]]",
+            "unknown command /bogus; Ctrl-C cancels a running answer; /status /sessions /quit",
+        ],
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("notes.md")).unwrap(),
+        "hi"
+    );
+
+    // `/status` after the first turn, `/sessions` at the end (the current one starred).
+    let status: Vec<&str> = stdout.lines().skip(2).take(6).collect();
+    assert_eq!(status[0], format!("session    {id}"), "{stdout}");
+    assert_eq!(status[1], "model      script/scripted");
+    assert!(status[2].starts_with("events     "), "{stdout}");
+    assert_eq!(status[3], "turns      1");
+    assert_eq!(status[4], "last turn  completed");
+    assert_eq!(
+        status[5],
+        "last usage input 900 / cache_read 100 / output 12"
+    );
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(last.starts_with(&format!("* {id}  20")), "{stdout}");
+    assert!(last.ends_with(" events"), "{stdout}");
+}
+
+#[test]
+fn chat_resumes_a_session_and_quits_on_command() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.jsonl"),
+        "{\"text\": \"First.\"}\n{\"text\": \"Second.\"}\n",
+    )
+    .unwrap();
+    let first = chat(dir.path(), &["--provider", "script:s.jsonl"], "one\n");
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    assert_eq!(text(&first.stdout), "First.\n");
+    let id = banner_id(&text(&first.stderr));
+
+    std::fs::write(dir.path().join("s.jsonl"), "{\"text\": \"Second.\"}\n").unwrap();
+    let second = chat(
+        dir.path(),
+        &["--provider", "script:s.jsonl", "--session", &id],
+        "two\n/quit\nnever sent\n",
+    );
+    let stderr = text(&second.stderr);
+    assert_eq!(second.status.code(), Some(0), "{stderr}");
+    assert_eq!(text(&second.stdout), "Second.\n");
+    assert!(
+        stderr.starts_with(&format!("session {id} (resumed, ")),
+        "{stderr}"
+    );
+
+    let unknown = chat(
+        dir.path(),
+        &[
+            "--provider",
+            "script:s.jsonl",
+            "--session",
+            "no-such-session",
+        ],
+        "",
+    );
+    assert_eq!(unknown.status.code(), Some(2), "{}", text(&unknown.stderr));
+}
+
+// ---------------------------------------------------------------------------------
+// Through a real terminal: tmux.
+
+/// A tmux server of its own (its own socket), killed on drop.
+struct Tmux {
+    socket: PathBuf,
+    session: String,
+}
+
+impl Tmux {
+    fn command(&self) -> Command {
+        let mut command = Command::new("tmux");
+        command
+            .arg("-S")
+            .arg(&self.socket)
+            .arg("-f")
+            .arg("/dev/null");
+        command
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        self.command().args(args).output().unwrap()
+    }
+
+    fn send_line(&self, line: &str) {
+        let output = self.run(&["send-keys", "-t", &self.session, "-l", line]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+        let output = self.run(&["send-keys", "-t", &self.session, "Enter"]);
+        assert!(output.status.success(), "{}", text(&output.stderr));
+    }
+
+    fn capture(&self) -> String {
+        text(
+            &self
+                .run(&["capture-pane", "-p", "-t", &self.session])
+                .stdout,
+        )
+    }
+
+    fn alive(&self) -> bool {
+        self.run(&["has-session", "-t", &self.session])
+            .status
+            .success()
+    }
+
+    /// Polls the pane until `done` holds (up to 20 s, for slow CI machines).
+    async fn wait_for(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let screen = self.capture();
+            if done(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the pane shows:\n{screen}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chat_in_tmux_streams_the_answer_and_survives_ctrl_c_mid_stream() {
+    let tmux_version = Command::new("tmux").arg("-V").output();
+    assert!(
+        tmux_version.is_ok_and(|output| output.status.success()),
+        "this test drives `ccare chat` through tmux, which is not installed \
+         (apt-get install -y tmux; .ci/run installs it)"
+    );
+
+    let server = FakeServer::start().await.unwrap();
+    server.push(Reply::Chunks(
+        Script::new()
+            .text("Hello ")
+            .delay_ms(300)
+            .text("slow ")
+            .delay_ms(30_000)
+            .text("never")
+            .finish("stop"),
+    ));
+    server.push(Reply::text("Second answer."));
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("ccare.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"
+[agent]
+model = "local/fake-model"
+
+[providers.local]
+kind = "openai"
+base_url = "{}"
+api_key_env = "FAKE_KEY"
+idle_timeout_ms = 60000
+
+[models."local/fake-model"]
+context_window = 16000
+max_output_tokens = 1024
+"#,
+            server.base_url()
+        ),
+    )
+    .unwrap();
+    let home = dir.path().join("home");
+    let binary = env!("CARGO_BIN_EXE_ccare");
+    let pane_command = format!(
+        "exec env -u OPENAI_API_KEY -u DEEPSEEK_API_KEY -u CCARE_CONFIG -u CCARE_HOME \
+         FAKE_KEY=sk-fake {} --home {} --config {} chat",
+        shell_quote(binary),
+        shell_quote(&home.display().to_string()),
+        shell_quote(&config.display().to_string()),
+    );
+    let tmux = Tmux {
+        socket: dir.path().join("tmux.sock"),
+        session: format!("ccare-chat-{}", std::process::id()),
+    };
+    let started = tmux
+        .command()
+        .args([
+            "new-session",
+            "-d",
+            "-s",
+            &tmux.session,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            "-c",
+        ])
+        .arg(dir.path())
+        .arg(&pane_command)
+        .output()
+        .unwrap();
+    assert!(started.status.success(), "{}", text(&started.stderr));
+
+    tmux.wait_for("the banner and the prompt", |screen| {
+        screen.contains("Ctrl-C cancels a running answer") && screen.trim_end().ends_with('>')
+    })
+    .await;
+    tmux.send_line("Tell me something slowly");
+    tmux.wait_for("the streamed answer", |screen| {
+        screen.contains("Hello slow")
+    })
+    .await;
+    let output = tmux.run(&["send-keys", "-t", &tmux.session, "C-c"]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let screen = tmux
+        .wait_for("[cancelled] and the prompt", |screen| {
+            screen.contains("[cancelled]") && screen.trim_end().ends_with('>')
+        })
+        .await;
+    assert!(!screen.contains("never"), "{screen}");
+    assert!(
+        tmux.alive(),
+        "Ctrl-C mid-stream ended ccare chat:\n{screen}"
+    );
+
+    tmux.send_line("And now quickly");
+    let screen = tmux
+        .wait_for("the second answer", |screen| {
+            screen.contains("Second answer.") && screen.trim_end().ends_with('>')
+        })
+        .await;
+    let lines: Vec<&str> = screen.lines().map(str::trim_end).collect();
+    let hello = lines
+        .iter()
+        .position(|line| line.contains("Hello slow"))
+        .unwrap();
+    let cancelled = lines
+        .iter()
+        .position(|line| *line == "[cancelled]")
+        .unwrap();
+    let second = lines
+        .iter()
+        .position(|line| *line == "Second answer.")
+        .unwrap();
+    assert!(hello < cancelled && cancelled < second, "{screen}");
+
+    tmux.send_line("/quit");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while tmux.alive() {
+        assert!(Instant::now() < deadline, "/quit did not end ccare chat");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.requests().len(), 2);
+
+    // The log keeps the partial answer as an interrupted assistant message, and the
+    // cancelled turn ended as aborted by the user.
+    let list = ccare_command(dir.path())
+        .arg("--home")
+        .arg(&home)
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(list.status.code(), Some(0), "{}", text(&list.stderr));
+    let sessions: Value = serde_json::from_slice(&list.stdout).unwrap();
+    assert_eq!(sessions.as_array().map(Vec::len), Some(1), "{sessions}");
+    let id = sessions[0]["id"].as_str().unwrap();
+    let show = ccare_command(dir.path())
+        .arg("--home")
+        .arg(&home)
+        .args(["sessions", "show", id, "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(show.status.code(), Some(0), "{}", text(&show.stderr));
+    let shown: Value = serde_json::from_slice(&show.stdout).unwrap();
+    let events = shown["events"].as_array().unwrap();
+    let assistant: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["type"] == "assistant/message")
+        .collect();
+    assert_eq!(assistant.len(), 2, "{shown:#}");
+    let partial = &assistant[0]["data"];
+    assert_eq!(partial["interrupted"], true, "{partial:#}");
+    assert_eq!(partial["message"]["content"][0]["text"], "Hello slow ");
+    assert_eq!(
+        assistant[1]["data"]["message"]["content"][0]["text"],
+        "Second answer."
+    );
+    let ends: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["type"] == "turn/end")
+        .map(|event| &event["data"]["reason"]["kind"])
+        .collect();
+    assert_eq!(ends, [&Value::from("aborted"), &Value::from("completed")]);
+}
