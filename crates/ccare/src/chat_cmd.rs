@@ -49,6 +49,10 @@ pub(crate) async fn run(booted: &Booted, session_id: Option<&str>) -> Result<(),
     let resumed = session_id.is_some();
     let session = booted.session(session_id).await?;
     let agent = booted.agent(session.clone());
+    let restored = agent.restore_inbox().await.map_err(Failure::failed)?;
+    if restored > 0 {
+        eprintln!("({restored} queued message(s) from an earlier run restored)");
+    }
     let state = if resumed {
         format!("resumed, {} events", session.head())
     } else {
