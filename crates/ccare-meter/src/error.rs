@@ -10,7 +10,8 @@ pub enum MeterError {
     /// A heuristic weight is NaN, infinite, negative or above [`crate::MAX_WEIGHT`].
     #[error("heuristic weight `{name}` must be a finite number from 0 to 1000, got {value}")]
     InvalidWeight {
-        /// `cjk`, `ascii_alnum` or `other`.
+        /// `cjk`, `ascii_alnum`, `other`, or a structure weight: `digit_group`, `word`,
+        /// `other_run` or `newline`.
         name: &'static str,
         /// The value refused.
         value: f64,

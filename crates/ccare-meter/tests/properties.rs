@@ -1,12 +1,16 @@
 //! Property tests: H-TOK-2's "adding a block never lowers the total", block pricing by
-//! difference, and additivity of the character counts behind H-TOK-1.
+//! difference, additivity of the character counts behind H-TOK-1, and how the run
+//! counts behave when text is split (they merge at the seam, so estimates stay
+//! monotone and subadditive).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use ccare_core::{
     ContentBlock, ImageBlock, JsonObject, Message, ReasoningBlock, ToolCallBlock, ToolResultBlock,
 };
-use ccare_meter::{CharCounts, HeuristicWeights, Meter, estimate_message, estimate_text};
+use ccare_meter::{
+    CharCounts, HeuristicWeights, Meter, StructureWeights, estimate_message, estimate_text,
+};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -66,9 +70,29 @@ fn any_block() -> impl Strategy<Value = ContentBlock> {
     ]
 }
 
+/// Spec-formula weights, or with structure weights too (the preset among them).
 fn any_weights() -> impl Strategy<Value = HeuristicWeights> {
-    (0.0..5.0f64, 0.0..5.0f64, 0.0..5.0f64)
-        .prop_map(|(cjk, alnum, other)| HeuristicWeights::new(cjk, alnum, other).unwrap())
+    let spec = (0.0..5.0f64, 0.0..5.0f64, 0.0..5.0f64)
+        .prop_map(|(cjk, alnum, other)| HeuristicWeights::new(cjk, alnum, other).unwrap());
+    let structure = (0.0..5.0f64, 0.0..5.0f64, 0.0..5.0f64, 0.0..5.0f64).prop_map(
+        |(digit_group, word, other_run, newline)| StructureWeights {
+            digit_group,
+            word,
+            other_run,
+            newline,
+        },
+    );
+    prop_oneof![
+        spec.clone(),
+        (spec, structure)
+            .prop_map(|(weights, structure)| weights.with_structure(structure).unwrap()),
+        Just(HeuristicWeights::deepseek_v4()),
+    ]
+}
+
+/// Whether `ch` is in the `other` class (non-whitespace, not CJK, not ASCII alnum).
+fn is_other(ch: char) -> bool {
+    CharCounts::of_char(ch).other == 1
 }
 
 proptest! {
@@ -104,19 +128,68 @@ proptest! {
     }
 
     #[test]
-    fn counts_are_additive_and_estimates_monotone(a in any_text(), b in any_text()) {
+    fn counts_are_additive_up_to_runs_crossing_the_seam(a in any_text(), b in any_text()) {
+        let joined = CharCounts::of(&format!("{a}{b}"));
+        let (ca, cb) = (CharCounts::of(&a), CharCounts::of(&b));
+        let sum = ca + cb;
+        prop_assert_eq!(joined.cjk, sum.cjk);
+        prop_assert_eq!(joined.ascii_alnum, sum.ascii_alnum);
+        prop_assert_eq!(joined.other, sum.other);
+        prop_assert_eq!(joined.newlines, sum.newlines);
+        // A run crossing the seam is one run of the whole but one in each half.
+        let (last, first) = (a.chars().next_back(), b.chars().next());
+        let word_seam = last.zip(first).is_some_and(|(x, y)| {
+            x.is_ascii_alphabetic() && y.is_ascii_alphabetic()
+        });
+        let other_seam = last.zip(first).is_some_and(|(x, y)| is_other(x) && is_other(y));
+        prop_assert_eq!(joined.words, sum.words - u64::from(word_seam));
+        prop_assert_eq!(joined.other_runs, sum.other_runs - u64::from(other_seam));
+        // Digits at the seam regroup: m + n digits make ceil((m + n) / 3) groups.
+        let m = a.chars().rev().take_while(char::is_ascii_digit).count() as u64;
+        let n = b.chars().take_while(char::is_ascii_digit).count() as u64;
+        let regrouped = m.div_ceil(3) + n.div_ceil(3) - (m + n).div_ceil(3);
+        prop_assert_eq!(joined.digit_groups, sum.digit_groups - regrouped);
+    }
+
+    #[test]
+    fn estimates_are_monotone_and_subadditive(
+        a in any_text(),
+        b in any_text(),
+        weights in any_weights(),
+    ) {
         let joined = format!("{a}{b}");
-        prop_assert_eq!(CharCounts::of(&joined), CharCounts::of(&a) + CharCounts::of(&b));
         prop_assert!(estimate_text(&joined) >= estimate_text(&a));
+        prop_assert!(estimate_text(&joined) >= estimate_text(&b));
         prop_assert!(estimate_text(&joined) <= estimate_text(&a) + estimate_text(&b));
+        let estimate = |text: &str| weights.estimate(text);
+        prop_assert!(estimate(&joined) >= estimate(&a));
+        prop_assert!(estimate(&joined) >= estimate(&b));
+        prop_assert!(estimate(&joined) <= estimate(&a) + estimate(&b));
     }
 
     #[test]
     fn counts_match_a_per_char_classification(text in "\\PC{0,64}") {
-        let per_char = text
-            .chars()
-            .map(CharCounts::of_char)
-            .fold(CharCounts::default(), |sum, counts| sum + counts);
+        let mut per_char = CharCounts::default();
+        let mut prev = CharCounts::default();
+        let mut digit_run = 0;
+        for ch in text.chars() {
+            let counts = CharCounts::of_char(ch);
+            per_char.cjk += counts.cjk;
+            per_char.ascii_alnum += counts.ascii_alnum;
+            per_char.other += counts.other;
+            // A digit group starts at the 1st, 4th, 7th, ... digit of a run.
+            if counts.digit_groups == 1 {
+                per_char.digit_groups += u64::from(digit_run % 3 == 0);
+                digit_run += 1;
+            } else {
+                digit_run = 0;
+            }
+            per_char.newlines += counts.newlines;
+            // A run starts at a character of its class after one that is not.
+            per_char.words += u64::from(counts.words == 1 && prev.words == 0);
+            per_char.other_runs += u64::from(counts.other_runs == 1 && prev.other_runs == 0);
+            prev = counts;
+        }
         prop_assert_eq!(CharCounts::of(&text), per_char);
     }
 }
