@@ -9,6 +9,8 @@
 //! - [`SqliteStore`]: the embedded default (H-STORE-3/4): WAL, `synchronous=FULL`, one
 //!   writer thread that commits queued operations together (group commit), readers on
 //!   their own connections.
+//! - [`MemoryStore`]: the same contract in memory, for tests and benchmarks; nothing
+//!   survives the process.
 //!
 //! Writes are *ordered at call time*: the operation is queued before the method returns,
 //! and the returned [`Ticket`] resolves once it is durable (or failed). So a caller may
@@ -20,10 +22,12 @@
 #![deny(missing_docs)]
 
 mod error;
+mod memory;
 mod sqlite;
 mod types;
 
 pub use error::StoreError;
+pub use memory::MemoryStore;
 pub use sqlite::{SqliteConfig, SqliteStore};
 pub use types::{
     Incarnation, KvEntry, KvPage, MAX_KV_KEY_BYTES, MAX_KV_VALUE_BYTES, NewSession, ReadDirection,
