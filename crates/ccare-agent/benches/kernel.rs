@@ -359,7 +359,7 @@ mod parts_at_10k {
 
     /// The request messages `build_call` makes from a (cached) view: per message an
     /// `Arc` clone, and per assistant message a lookup of its provider in the agent's
-    /// `origins` map plus a `String` clone (`RequestMessage::origin`). Not dropped.
+    /// `origins` map plus an `Arc<str>` clone (`RequestMessage::origin`). Not dropped.
     #[divan::bench(sample_count = 200, sample_size = 1)]
     fn request_messages(bencher: divan::Bencher) {
         let session = session();
@@ -399,17 +399,17 @@ mod parts_at_10k {
         bencher.bench_local(|| config.clone());
     }
 
-    fn origins(view: &ccare_session::DerivedView) -> HashMap<u64, Option<String>> {
+    fn origins(view: &ccare_session::DerivedView) -> HashMap<u64, Option<std::sync::Arc<str>>> {
         view.messages
             .iter()
             .filter(|message| message.role == ccare_core::Role::Assistant)
-            .map(|message| (message.seq, Some("s".to_owned())))
+            .map(|message| (message.seq, Some(std::sync::Arc::<str>::from("s"))))
             .collect()
     }
 
     fn request_messages_of(
         view: &ccare_session::DerivedView,
-        origins: &HashMap<u64, Option<String>>,
+        origins: &HashMap<u64, Option<std::sync::Arc<str>>>,
     ) -> Vec<ccare_llm::RequestMessage> {
         view.messages
             .iter()

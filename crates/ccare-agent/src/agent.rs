@@ -109,7 +109,7 @@ pub(crate) struct State {
     pub(crate) last_header: Option<String>,
     pub(crate) last_context: Option<String>,
     /// Which provider wrote each assistant message seq (for reasoning echo).
-    pub(crate) origins: HashMap<u64, Option<String>>,
+    pub(crate) origins: HashMap<u64, Option<Arc<str>>>,
 }
 
 pub(crate) struct Inner {

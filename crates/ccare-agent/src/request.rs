@@ -61,7 +61,7 @@ pub(crate) fn build_call(agent: &Agent) -> CallConfig {
                         .and_then(|data| {
                             data.get("provider")
                                 .and_then(Value::as_str)
-                                .map(str::to_owned)
+                                .map(Arc::<str>::from)
                         })
                 });
             found.push((index, seq, provider));

@@ -437,7 +437,7 @@ async fn stream_call(
                 .state
                 .lock()
                 .origins
-                .insert(event.seq(), Some(route.provider.clone()));
+                .insert(event.seq(), Some(Arc::from(route.provider.as_str())));
             Ok(Streamed::Done {
                 message: Box::new(message),
                 finish,
@@ -472,7 +472,7 @@ async fn stream_call(
                     .state
                     .lock()
                     .origins
-                    .insert(event.seq(), Some(route.provider.clone()));
+                    .insert(event.seq(), Some(Arc::from(route.provider.as_str())));
             }
             Ok(Streamed::Aborted)
         }

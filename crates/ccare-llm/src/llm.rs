@@ -260,6 +260,7 @@ impl PreparedCall {
     /// content has streamed a failure ends the stream as it is. Cancelling ends the
     /// stream with `finish{aborted}`, also while waiting to retry.
     pub fn stream(self, cancel: CancellationToken) -> ChunkStream {
+        let config = Arc::new(self.config);
         TaskStream::spawn(move |out| async move {
             let policy = self.route.retry;
             let mut attempt = 1u32;
@@ -268,7 +269,7 @@ impl PreparedCall {
                     call_id: self.call_id.clone(),
                     attempt,
                     route: self.route.clone(),
-                    config: self.config.clone(),
+                    config: Arc::clone(&config),
                 };
                 let mut stream = self.adapter.stream(request, cancel.clone());
                 let mut streamed_content = false;

@@ -29,7 +29,7 @@ pub struct RequestMessage {
     pub message: Arc<Message>,
     /// For assistant messages: the provider (config name) that wrote it, so adapters
     /// know whose reasoning they may echo back (H-LLM-7 `reasoning_echo`).
-    pub origin: Option<String>,
+    pub origin: Option<Arc<str>>,
 }
 
 impl RequestMessage {
@@ -43,7 +43,7 @@ impl RequestMessage {
     }
 
     /// An assistant message written by `origin`.
-    pub fn assistant(message: Message, origin: Option<String>) -> Self {
+    pub fn assistant(message: Message, origin: Option<Arc<str>>) -> Self {
         Self {
             role: Role::Assistant,
             message: Arc::new(message),
@@ -85,6 +85,7 @@ pub struct GenerateRequest {
     pub attempt: u32,
     /// The pinned route.
     pub route: Route,
-    /// The call; `max_tokens` is already resolved against the route.
-    pub config: CallConfig,
+    /// The call; `max_tokens` is already resolved against the route. Shared by every
+    /// attempt, never copied (a long conversation is large).
+    pub config: Arc<CallConfig>,
 }
