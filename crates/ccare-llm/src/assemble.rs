@@ -34,6 +34,7 @@ pub struct Assembler {
     usage: Option<TokenUsage>,
     finish: Option<Finish>,
     chunks: u64,
+    extra: JsonObject,
 }
 
 /// What a finished stream produced.
@@ -47,6 +48,8 @@ pub struct Assembled {
     pub partial: Vec<ContentBlock>,
     /// The usage the provider reported, if any.
     pub usage: Option<TokenUsage>,
+    /// Message-level fields the provider sent that no block holds.
+    pub extra: JsonObject,
     /// How the stream ended.
     pub finish: Finish,
 }
@@ -54,7 +57,9 @@ pub struct Assembled {
 impl Assembled {
     /// The complete message of a finished answer: the closed blocks.
     pub fn message(&self) -> Message {
-        Message::from_blocks(self.blocks.clone())
+        let mut message = Message::from_blocks(self.blocks.clone());
+        message.extra = self.extra.clone();
+        message
     }
 
     /// The visible prefix of an interrupted answer (H-CANCEL-2): text and reasoning
@@ -182,6 +187,11 @@ impl Assembler {
                 self.open.remove(index);
                 self.closed.insert(*index, block.clone());
             }
+            Chunk::MessageExtra { fields } => {
+                for (key, value) in fields {
+                    self.extra.insert(key.clone(), value.clone());
+                }
+            }
             Chunk::Usage(usage) => {
                 if usage.reasoning > usage.output {
                     return Err(protocol(format!(
@@ -235,7 +245,7 @@ impl Assembler {
         let finish = self.finish.unwrap_or_else(|| Finish::Error {
             failure: protocol("the stream ended without a finish".to_owned()),
         });
-        Self::build(self.open, self.closed, self.usage, finish)
+        Self::build(self.open, self.closed, self.usage, self.extra, finish)
     }
 
     /// Ends the stream with a failure that happened outside it (for example a protocol
@@ -245,6 +255,7 @@ impl Assembler {
             self.open,
             self.closed,
             self.usage,
+            self.extra,
             Finish::Error { failure },
         )
     }
@@ -253,6 +264,7 @@ impl Assembler {
         open: BTreeMap<u32, OpenBlock>,
         closed: BTreeMap<u32, ContentBlock>,
         usage: Option<TokenUsage>,
+        extra: JsonObject,
         finish: Finish,
     ) -> Assembled {
         let partial = open
@@ -281,6 +293,7 @@ impl Assembler {
             blocks: closed.into_values().collect(),
             partial,
             usage,
+            extra,
             finish,
         }
     }

@@ -73,6 +73,12 @@ pub enum Chunk {
         /// The assembled block.
         block: ContentBlock,
     },
+    /// Message-level fields the provider sent that the adapter does not interpret
+    /// (e.g. `refusal`, `annotations`); they are kept in the message's `extra`.
+    MessageExtra {
+        /// The fields, string values concatenated across deltas.
+        fields: ccare_core::JsonObject,
+    },
     /// Token usage of the call.
     Usage(TokenUsage),
     /// The layer is about to retry a failed attempt (informational; H-LLM-6: the loop

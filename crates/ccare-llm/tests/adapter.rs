@@ -546,3 +546,22 @@ fn h_llm_1_routes_pin_windows_from_config_and_adapter_defaults() {
     assert!(llm.route("nowhere/x").is_err());
     let _ = Arc::new(llm);
 }
+
+#[tokio::test]
+async fn h_llm_7_unknown_response_fields_are_kept_on_the_message() {
+    let server = FakeServer::start().await.unwrap();
+    server.push(Reply::Chunks(
+        Script::new()
+            .raw(r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":"Hi","refusal":null,"annotations":[{"type":"url_citation","url":"https://example.org"}]},"finish_reason":null}]}"#)
+            .raw(r#"{"choices":[{"index":0,"delta":{"content":"!","x_note":"par"},"finish_reason":null}]}"#)
+            .raw(r#"{"choices":[{"index":0,"delta":{"x_note":"tial"},"finish_reason":"stop"}]}"#),
+    ));
+    let llm = llm_for(&server, ProviderKind::Openai, |_| {});
+    let (_, assembled) = collect(&llm, prompt("x"), CancellationToken::new()).await;
+    let message = assembled.message();
+    assert_eq!(assembled.text(), "Hi!");
+    assert_eq!(
+        serde_json::Value::Object(message.extra),
+        json!({"annotations": [{"type": "url_citation", "url": "https://example.org"}], "x_note": "partial"})
+    );
+}

@@ -247,6 +247,7 @@ impl Chat<'_> {
             Chunk::BlockStart { .. }
             | Chunk::ToolCallDelta { .. }
             | Chunk::BlockEnd { .. }
+            | Chunk::MessageExtra { .. }
             | Chunk::Usage(_)
             | Chunk::Retry(_)
             | Chunk::Finish(_) => Ok(()),

@@ -47,6 +47,12 @@ struct WireDelta<'a> {
     reasoning: Option<Cow<'a, str>>,
     #[serde(default, borrow)]
     tool_calls: Option<Vec<WireToolCall<'a>>>,
+    #[serde(default, borrow)]
+    role: Option<Cow<'a, str>>,
+    /// Fields this adapter does not interpret (e.g. `refusal`, `annotations`): kept
+    /// on the message, never dropped.
+    #[serde(flatten)]
+    extra: ccare_core::JsonObject,
 }
 
 #[derive(Deserialize)]
@@ -116,6 +122,7 @@ pub(crate) struct Translator {
     tools: Vec<ToolSlot>,
     finish: Option<Finish>,
     usage: Option<TokenUsage>,
+    extra: ccare_core::JsonObject,
 }
 
 fn protocol(line: u64, message: impl std::fmt::Display) -> LlmFailure {
@@ -135,6 +142,7 @@ impl Translator {
             tools: Vec::new(),
             finish: None,
             usage: None,
+            extra: ccare_core::JsonObject::new(),
         }
     }
 
@@ -173,6 +181,16 @@ impl Translator {
         line: u64,
         out: &mut Vec<Chunk>,
     ) -> Result<(), LlmFailure> {
+        let _ = delta.role;
+        for (key, value) in delta.extra {
+            match (value, self.extra.get_mut(&key)) {
+                (Value::Null, _) => {}
+                (Value::String(more), Some(Value::String(text))) => text.push_str(&more),
+                (value, _) => {
+                    self.extra.insert(key, value);
+                }
+            }
+        }
         let reasoning = delta.reasoning_content.or(delta.reasoning);
         let has_content = reasoning.as_ref().is_some_and(|text| !text.is_empty())
             || delta.content.as_ref().is_some_and(|text| !text.is_empty())
@@ -219,6 +237,7 @@ impl Translator {
                 Chunk::BlockStart { .. }
                 | Chunk::ToolCallDelta { .. }
                 | Chunk::BlockEnd { .. }
+                | Chunk::MessageExtra { .. }
                 | Chunk::Usage(_)
                 | Chunk::Retry(_)
                 | Chunk::Finish(_) => {}
@@ -392,6 +411,11 @@ impl Translator {
                     block: ContentBlock::ToolCall(block),
                 });
             }
+        }
+        if !self.extra.is_empty() {
+            out.push(Chunk::MessageExtra {
+                fields: std::mem::take(&mut self.extra),
+            });
         }
         if let Some(usage) = self.usage.take() {
             out.push(Chunk::Usage(usage));
