@@ -232,6 +232,45 @@ pub trait IdleHook: Send + Sync + 'static {
     fn on_idle<'a>(&'a self, session: &'a Session) -> BoxFuture<'a, ()>;
 }
 
+/// What a boundary-notice contributor sees (DESIGN.md §3 "boundary notices").
+pub struct BoundaryContext<'a> {
+    /// The step's hook context.
+    pub hook: &'a HookContext,
+    /// The messages entered at this boundary so far, in batch order: what the pre-step
+    /// chain entered, then the notices of contributors that ran earlier.
+    pub entered: &'a [Message],
+}
+
+/// Contributes notices at each step's boundary, after the pre-step chain. Contributors
+/// run in priority order (lower first, then registration order) and each sees the
+/// notices before it, so a status notice registered last can price everything.
+pub trait BoundaryContributor: Send + Sync + 'static {
+    /// The notices to enter now (user-role messages with a plugin source).
+    fn contribute<'a>(
+        &'a self,
+        context: &'a BoundaryContext<'a>,
+    ) -> BoxFuture<'a, Result<Vec<Message>, HookError>>;
+}
+
+/// Request-only messages (scoped prompts, output feedback, completion notices): they
+/// follow every surface message on the request copy only, never enter the log's
+/// surface, and are recorded in the request's `request/header{reason: series}`
+/// delta (watch-rules-ui.md MP-3, host.md H-SURF-5).
+///
+/// Around each dispatch the kernel calls `reserve`, then exactly one of `dispatched`
+/// (the request was sent and answered, so the delivery counts) or `release` (it was
+/// not), so a delivery is counted exactly once.
+pub trait RequestSegment: Send + Sync + 'static {
+    /// What the segment would add to a request now, without reserving it (for pricing).
+    fn preview(&self, context: &HookContext) -> Vec<Message>;
+    /// Reserves the messages for the call `call_id`.
+    fn reserve(&self, context: &HookContext, call_id: &str) -> Vec<Message>;
+    /// The call that carried the reservation was answered.
+    fn dispatched(&self, context: &HookContext, call_id: &str);
+    /// The call that carried the reservation did not go out or failed.
+    fn release(&self, context: &HookContext, call_id: &str);
+}
+
 /// A registered hook with its owner.
 #[derive(Clone)]
 pub(crate) struct Registered<T> {
@@ -248,6 +287,9 @@ pub(crate) struct Hooks {
     pub(crate) request_error: Vec<Registered<Arc<dyn RequestErrorHook>>>,
     pub(crate) turn_stopping: Vec<Registered<Arc<dyn TurnStoppingHook>>>,
     pub(crate) idle: Vec<Registered<Arc<dyn IdleHook>>>,
+    /// Boundary contributors with their priority, kept sorted (stable) by priority.
+    pub(crate) boundary: Vec<(i32, Registered<Arc<dyn BoundaryContributor>>)>,
+    pub(crate) segments: Vec<Registered<Arc<dyn RequestSegment>>>,
     /// How many pre-step hooks are outermost (they sit at the front, newest first).
     pub(crate) outermost: usize,
 }
@@ -279,5 +321,7 @@ impl Hooks {
         self.request_error.retain(|hook| hook.owner != owner);
         self.turn_stopping.retain(|hook| hook.owner != owner);
         self.idle.retain(|hook| hook.owner != owner);
+        self.boundary.retain(|(_, hook)| hook.owner != owner);
+        self.segments.retain(|hook| hook.owner != owner);
     }
 }

@@ -15,9 +15,11 @@ use ccare_session::{Registration, Registry, Sessions};
 use parking_lot::RwLock;
 use serde_json::Value;
 
+use ccare_session::{ErasedProjection, Observer, Validator};
+
 use crate::hooks::{
-    Hooks, IdleHook, PreStepHook, Registered, RequestErrorHook, RequestHook, StreamObserver,
-    TurnStoppingHook,
+    BoundaryContributor, Hooks, IdleHook, PreStepHook, Registered, RequestErrorHook, RequestHook,
+    RequestSegment, StreamObserver, TurnStoppingHook,
 };
 use crate::tool::Tool;
 use crate::toolbox::Toolbox;
@@ -139,6 +141,59 @@ impl PluginScope<'_> {
             .write()
             .turn_stopping
             .push(Registered { owner, hook });
+    }
+
+    /// Adds a boundary-notice contributor; lower priorities run first.
+    pub fn boundary(&mut self, contributor: Arc<dyn BoundaryContributor>, priority: i32) {
+        let owner = self.owner.clone();
+        let mut hooks = self.host.hooks.write();
+        let position = hooks
+            .boundary
+            .iter()
+            .position(|(existing, _)| *existing > priority)
+            .unwrap_or(hooks.boundary.len());
+        hooks.boundary.insert(
+            position,
+            (
+                priority,
+                Registered {
+                    owner,
+                    hook: contributor,
+                },
+            ),
+        );
+    }
+
+    /// Adds a request segment (request-only messages).
+    pub fn request_segment(&mut self, segment: Arc<dyn RequestSegment>) {
+        let owner = self.owner.clone();
+        self.host.hooks.write().segments.push(Registered {
+            owner,
+            hook: segment,
+        });
+    }
+
+    /// Registers a projection of session events (H-PROJ).
+    pub fn projection(&mut self, projection: Arc<dyn ErasedProjection>) -> Result<(), String> {
+        let registration = self
+            .host
+            .registry
+            .register_projection(projection)
+            .map_err(|error| error.to_string())?;
+        self.registrations.push(registration);
+        Ok(())
+    }
+
+    /// Registers a pre-commit validator (H-VAL).
+    pub fn validator(&mut self, validator: Arc<dyn Validator>) {
+        let registration = self.host.registry.register_validator(validator);
+        self.registrations.push(registration);
+    }
+
+    /// Registers a post-commit observer (H-OBS).
+    pub fn observer(&mut self, observer: Arc<dyn Observer>) {
+        let registration = self.host.registry.register_observer(observer);
+        self.registrations.push(registration);
     }
 
     /// Adds an idle hook.

@@ -156,3 +156,53 @@ pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> 
     state.last_context = Some(context_fingerprint);
     Ok(())
 }
+
+/// Whether two request message lists are the same messages (by identity: the view's
+/// messages are shared `Arc`s, so an unedited list is pointer-equal).
+pub(crate) fn same_messages(a: &[RequestMessage], b: &[RequestMessage]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(left, right)| {
+            left.role == right.role && Arc::ptr_eq(&left.message, &right.message)
+        })
+}
+
+/// Logs what a request carries beyond the header and the log's view (H-SURF-5): the
+/// full message list when request hooks edited it, and the request-only segment
+/// messages, as `request/header{reason: series, ext.request_delta}`.
+pub(crate) fn log_delta(
+    agent: &Agent,
+    call: &PreparedCall,
+    replaced: Option<&[RequestMessage]>,
+    segments: &[(String, Vec<ccare_core::Message>)],
+) -> StepResult<()> {
+    if replaced.is_none() && segments.is_empty() {
+        return Ok(());
+    }
+    let mut delta = serde_json::Map::new();
+    if let Some(messages) = replaced {
+        let encoded: Vec<Value> = messages
+            .iter()
+            .map(|message| json!({"role": message.role, "message": &*message.message}))
+            .collect();
+        delta.insert("replace_messages".to_owned(), Value::Array(encoded));
+    }
+    if !segments.is_empty() {
+        let encoded: Vec<Value> = segments
+            .iter()
+            .map(|(plugin, messages)| json!({"plugin": plugin, "messages": messages}))
+            .collect();
+        delta.insert("append_request_only".to_owned(), Value::Array(encoded));
+    }
+    append(
+        agent,
+        EventDraft::new(
+            REQUEST_HEADER,
+            json_object(json!({
+                "header": {"config": {"call_id": call.call_id}},
+                "reason": "series",
+                "ext": {"request_delta": Value::Object(delta)},
+            })),
+        ),
+    )?;
+    Ok(())
+}

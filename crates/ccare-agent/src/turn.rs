@@ -19,11 +19,14 @@ use serde_json::{Value, json};
 
 use crate::agent::{Agent, CancelCause, LiveChunk};
 use crate::dispatch::run_tools;
+use ccare_llm::RequestMessage;
+
 use crate::hooks::{
-    HookContext, PreStepDecision, PreStepInput, RequestErrorDecision, StreamContext, StreamVerdict,
+    BoundaryContext, HookContext, PreStepDecision, PreStepInput, RequestErrorDecision,
+    StreamContext, StreamVerdict,
 };
 use crate::inbox::Entry;
-use crate::request::{build_call, log_request};
+use crate::request::{build_call, log_delta, log_request, same_messages};
 
 /// Why a turn stopped early, carried up to `run_turn`.
 pub(crate) enum Stop {
@@ -173,6 +176,23 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
             agent.forget(&entered_ids);
             return Ok(TurnEndReason::Completed);
         }
+        // Boundary notices follow what the pre-step chain entered, in priority order.
+        let mut entered = entered;
+        for (_, contributor) in &hooks.boundary {
+            let boundary = BoundaryContext {
+                hook: &context,
+                entered: &entered,
+            };
+            match contributor.hook.contribute(&boundary).await {
+                Ok(notices) => entered.extend(notices),
+                Err(error) => {
+                    return Ok(hook_failed(
+                        "boundary",
+                        &error.attributed(&contributor.owner),
+                    ));
+                }
+            }
+        }
         // Phase 3: step/start and the entered messages.
         append(agent, typed(&StepStart { turn, step })?)?;
         for mut message in entered {
@@ -299,6 +319,7 @@ async fn request_step(
     loop {
         attempt += 1;
         let mut config = build_call(agent);
+        let from_log = config.messages.clone();
         for hook in &hooks.request {
             if let Err(error) = hook.hook.edit(context, &mut config) {
                 return Err(Stop::End(hook_failed(
@@ -307,7 +328,8 @@ async fn request_step(
                 )));
             }
         }
-        let call = match agent.inner.host.llm.prepare_call(config) {
+        let edited = !same_messages(&from_log, &config.messages);
+        let mut call = match agent.inner.host.llm.prepare_call(config) {
             Ok(call) => call,
             Err(failure) => {
                 return Err(Stop::End(TurnEndReason::Error {
@@ -315,10 +337,45 @@ async fn request_step(
                 }));
             }
         };
-        log_request(agent, &call)?;
+        // Request-only messages follow every surface message, on this request only.
+        let mut segment_messages = Vec::new();
+        let mut reserved = Vec::new();
+        for segment in &hooks.segments {
+            let messages = segment.hook.reserve(context, &call.call_id);
+            if !messages.is_empty() {
+                segment_messages.push((segment.owner.clone(), messages.clone()));
+            }
+            reserved.push(segment);
+            for message in messages {
+                call.config.messages.push(RequestMessage::user(message));
+            }
+        }
+        let logged = log_request(agent, &call).and_then(|()| {
+            log_delta(
+                agent,
+                &call,
+                edited.then_some(&call.config.messages[..]),
+                &segment_messages,
+            )
+        });
+        if let Err(stop) = logged {
+            for segment in &reserved {
+                segment.hook.release(context, &call.call_id);
+            }
+            return Err(stop);
+        }
         flush(agent).await?;
-        let streamed = stream_call(agent, turn, step, attempt, call, hooks).await?;
-        match streamed {
+        let call_id = call.call_id.clone();
+        let streamed = stream_call(agent, turn, step, attempt, call, hooks).await;
+        let answered = matches!(streamed, Ok(Streamed::Done { .. }));
+        for segment in &reserved {
+            if answered {
+                segment.hook.dispatched(context, &call_id);
+            } else {
+                segment.hook.release(context, &call_id);
+            }
+        }
+        match streamed? {
             Streamed::Done { message, finish } => return Ok((*message, finish)),
             Streamed::Aborted => return Err(Stop::End(aborted(agent))),
             Streamed::Failed(failure) => {

@@ -761,3 +761,248 @@ async fn h_loop_2_queued_entries_are_persisted_and_restored_by_a_new_agent() {
         .unwrap();
     assert!(left.is_empty(), "entered entries are deleted: {left:?}");
 }
+
+fn notice(plugin: &str, text: &str) -> Message {
+    let mut message = Message::from_blocks(vec![ContentBlock::text(text)]);
+    message.source = Some(Source::Plugin(PluginSource::notice(plugin)));
+    message
+}
+
+fn texts_of(request: &ccare_llm::GenerateRequest) -> Vec<String> {
+    request
+        .config
+        .messages
+        .iter()
+        .map(|message| match &message.message.content[0] {
+            ContentBlock::Text(text) => text.text.clone(),
+            _ => String::new(),
+        })
+        .collect()
+}
+
+struct Counter(&'static str);
+
+impl ccare_agent::BoundaryContributor for Counter {
+    fn contribute<'a>(
+        &'a self,
+        context: &'a ccare_agent::BoundaryContext<'a>,
+    ) -> BoxFuture<'a, Result<Vec<Message>, HookError>> {
+        Box::pin(async move {
+            Ok(vec![notice(
+                "notices",
+                &format!("{}: {} before me", self.0, context.entered.len()),
+            )])
+        })
+    }
+}
+
+#[derive(Default)]
+struct Feedback {
+    reserved: AtomicUsize,
+    dispatched: AtomicUsize,
+    released: AtomicUsize,
+}
+
+impl ccare_agent::RequestSegment for Feedback {
+    fn preview(&self, _context: &HookContext) -> Vec<Message> {
+        vec![notice("feedback", "keep answers short")]
+    }
+    fn reserve(&self, context: &HookContext, _call_id: &str) -> Vec<Message> {
+        self.reserved.fetch_add(1, Ordering::SeqCst);
+        self.preview(context)
+    }
+    fn dispatched(&self, _context: &HookContext, _call_id: &str) {
+        self.dispatched.fetch_add(1, Ordering::SeqCst);
+    }
+    fn release(&self, _context: &HookContext, _call_id: &str) {
+        self.released.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+struct NoticesAndFeedback(Arc<Feedback>);
+
+impl Plugin for NoticesAndFeedback {
+    fn name(&self) -> &str {
+        "notices"
+    }
+    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        scope.boundary(Arc::new(Counter("status")), 100);
+        scope.boundary(Arc::new(Counter("collected")), 10);
+        scope.request_segment(Arc::clone(&self.0) as Arc<dyn ccare_agent::RequestSegment>);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn design_3_boundary_notices_run_in_priority_order_and_segments_stay_off_the_surface() {
+    let kit = kit(
+        "{\"failure\": {\"code\": \"AUTH_FAILED\", \"message\": \"later\"}}\n{\"text\": \"ok\"}",
+    )
+    .await;
+    let feedback = Arc::new(Feedback::default());
+    kit.host
+        .mount(&NoticesAndFeedback(Arc::clone(&feedback)), &json!({}))
+        .unwrap();
+    let agent = agent(&kit);
+    agent.prompt("hi");
+    let Some(TurnEndReason::Error { .. }) = agent.when_idle().await else {
+        panic!()
+    };
+    agent.prompt("again");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let request = &kit.script.requests()[1];
+    assert_eq!(
+        texts_of(request),
+        [
+            "hi",
+            "collected: 0 before me",
+            "status: 1 before me",
+            "again",
+            "collected: 0 before me",
+            "status: 1 before me",
+            "keep answers short"
+        ],
+        "notices enter the log in priority order; the segment follows every surface message"
+    );
+    let surface_texts: Vec<String> = data(&kit.session, "user/message")
+        .iter()
+        .map(|event| {
+            event["message"]["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        })
+        .collect();
+    assert!(
+        !surface_texts
+            .iter()
+            .any(|text| text == "keep answers short"),
+        "request-only: {surface_texts:?}"
+    );
+    let series: Vec<Value> = data(&kit.session, "request/header")
+        .into_iter()
+        .filter(|header| header["reason"] == "series")
+        .collect();
+    assert_eq!(series.len(), 2);
+    assert_eq!(
+        series[1]["ext"]["request_delta"]["append_request_only"][0]["messages"][0]["content"][0]["text"],
+        "keep answers short"
+    );
+    assert_eq!(feedback.reserved.load(Ordering::SeqCst), 2);
+    assert_eq!(
+        feedback.released.load(Ordering::SeqCst),
+        1,
+        "the failed request did not deliver"
+    );
+    assert_eq!(
+        feedback.dispatched.load(Ordering::SeqCst),
+        1,
+        "counted exactly once"
+    );
+}
+
+struct LoopStopper;
+
+impl Plugin for LoopStopper {
+    fn name(&self) -> &str {
+        "watch"
+    }
+    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        scope.stream(Arc::new(
+            |_: &ccare_agent::StreamContext, chunk: &ccare_llm::Chunk| match chunk {
+                ccare_llm::Chunk::TextDelta { text, .. } if text.contains("again") => {
+                    ccare_agent::StreamVerdict::Cancel {
+                        reason: "line-repeat".into(),
+                    }
+                }
+                _ => ccare_agent::StreamVerdict::Continue,
+            },
+        ));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn h_cancel_1_a_stream_observer_cancels_with_a_hook_cause_and_keeps_the_output() {
+    let kit = kit("{\"text\": \"once more and again and again\", \"delay_ms\": 5}").await;
+    kit.host.mount(&LoopStopper, &json!({})).unwrap();
+    let agent = agent(&kit);
+    agent.prompt("talk");
+    let Some(TurnEndReason::Aborted { cause }) = agent.when_idle().await else {
+        panic!()
+    };
+    assert_eq!(
+        cause,
+        json!({"kind": "hook", "plugin": "watch", "reason": "line-repeat"})
+    );
+    let answer = &data(&kit.session, "assistant/message")[0];
+    assert_eq!(answer["interrupted"], true);
+    assert!(
+        answer["message"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .starts_with("once more and ")
+    );
+}
+
+struct Nudge(AtomicUsize);
+
+impl ccare_agent::TurnStoppingHook for Nudge {
+    fn on_stopping<'a>(
+        &'a self,
+        _context: &'a HookContext,
+    ) -> BoxFuture<'a, Result<Option<Message>, HookError>> {
+        Box::pin(async move {
+            if self.0.fetch_add(1, Ordering::SeqCst) == 0 {
+                Ok(Some(notice("nudge", "are you sure you are done?")))
+            } else {
+                Ok(None)
+            }
+        })
+    }
+}
+
+struct Idle(Arc<AtomicUsize>);
+
+impl ccare_agent::IdleHook for Idle {
+    fn on_idle<'a>(&'a self, _session: &'a Session) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        })
+    }
+}
+
+struct Nudger(Arc<AtomicUsize>);
+
+impl Plugin for Nudger {
+    fn name(&self) -> &str {
+        "nudger"
+    }
+    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        scope.turn_stopping(Arc::new(Nudge(AtomicUsize::new(0))));
+        scope.idle(Arc::new(Idle(Arc::clone(&self.0))));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn h_hook_6_a_turn_stopping_hook_steers_the_turn_into_another_step_and_idle_hooks_run() {
+    let kit = kit(
+        "{\"text\": \"done\"}\n{\"expect\": {\"contains\": \"sure\"}, \"text\": \"yes, done\"}",
+    )
+    .await;
+    let idle = Arc::new(AtomicUsize::new(0));
+    kit.host
+        .mount(&Nudger(Arc::clone(&idle)), &json!({}))
+        .unwrap();
+    let agent = agent(&kit);
+    agent.prompt("finish");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    assert_eq!(data(&kit.session, "step/start").len(), 2);
+    assert_eq!(data(&kit.session, "turn/end").len(), 1);
+    assert_eq!(
+        idle.load(Ordering::SeqCst),
+        1,
+        "the idle hook ran once the agent went idle"
+    );
+}
