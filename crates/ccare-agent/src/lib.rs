@@ -25,9 +25,9 @@ mod turn;
 
 pub use agent::{Agent, AgentOptions, CancelCause, LiveChunk};
 pub use hooks::{
-    HookContext, HookError, IdleHook, PreStepDecision, PreStepHook, PreStepInput, PreStepNext,
-    RequestErrorDecision, RequestErrorHook, RequestHook, StreamContext, StreamObserver,
-    StreamVerdict, TurnStoppingHook,
+    BoundaryContext, BoundaryContributor, HookContext, HookError, IdleHook, PreStepDecision,
+    PreStepHook, PreStepInput, PreStepNext, RequestErrorDecision, RequestErrorHook, RequestHook,
+    RequestSegment, StreamContext, StreamObserver, StreamVerdict, TurnStoppingHook,
 };
 pub use host::{Host, HostError, Plugin, PluginScope, SystemSection};
 pub use inbox::{Entry, Target};
