@@ -88,7 +88,7 @@ impl Instant {
                     index: 0,
                     block: ContentBlock::Text(TextBlock {
                         text,
-                        extra: JsonObject::new(),
+                        extra: ccare_core::Extra::new(),
                     }),
                 },
                 Chunk::Usage(TokenUsage {
@@ -314,7 +314,7 @@ mod parts_at_10k {
 
     fn notice() -> EventDraft {
         let mut message = Message::from_blocks(vec![ContentBlock::text("a notice")]);
-        message.source = Some(Source::Plugin(ccare_core::PluginSource::notice("bench")));
+        message.source = Some(Source::plugin_notice("bench"));
         draft(&UserMessage { message }).with_surface(SurfaceOp::Append)
     }
 

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccare_core::kinds::{ToolCall, ToolError, ToolResult};
-use ccare_core::{ContentBlock, JsonObject, Message, SurfaceOp, ToolCallBlock, ToolResultBlock};
+use ccare_core::{ContentBlock, Message, SurfaceOp, ToolCallBlock, ToolResultBlock};
 use ccare_llm::CancellationToken;
 use ccare_session::TOOL_OUTCOME_UNKNOWN;
 use serde_json::Value;
@@ -235,7 +235,7 @@ fn answer(
         name: call.name.clone(),
         content,
         is_error: error.is_some(),
-        extra: JsonObject::new(),
+        extra: ccare_core::Extra::new(),
     };
     let result = ToolResult {
         turn,

@@ -197,7 +197,7 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
         append(agent, typed(&StepStart { turn, step })?)?;
         for mut message in entered {
             if message.source.is_none() {
-                message.source = Some(Source::Plugin(ccare_core::PluginSource::notice("host")));
+                message.source = Some(Source::plugin_notice("host"));
             }
             log_user(agent, message)?;
         }

@@ -13,7 +13,7 @@ use ccare_agent::{
     SystemSection, Tool, ToolContext, ToolDef, ToolOutcome,
 };
 use ccare_core::kinds::TurnEndReason;
-use ccare_core::{ContentBlock, Message, PluginSource, Role, Source, SystemClock};
+use ccare_core::{ContentBlock, Message, Role, Source, SystemClock};
 use ccare_llm::script::ScriptProvider;
 use ccare_llm::{Llm, LlmConfig, ProviderConfig, ProviderKind, ToolSpec};
 use ccare_session::{Registry, Session, Sessions, SessionsConfig};
@@ -263,7 +263,7 @@ impl PreStepHook for Adder {
     ) -> BoxFuture<'a, Result<PreStepDecision, HookError>> {
         Box::pin(async move {
             let mut message = Message::from_blocks(vec![ContentBlock::text(self.text)]);
-            message.source = Some(Source::Plugin(PluginSource::notice("adder")));
+            message.source = Some(Source::plugin_notice("adder"));
             input.messages.push(message);
             let decision = next.run(input).await?;
             if let PreStepDecision::Enter(messages) = &decision {
@@ -729,7 +729,7 @@ async fn h_loop_2_queued_entries_are_persisted_and_restored_by_a_new_agent() {
     let store = Arc::clone(kit.host.sessions().store());
     let first = agent(&kit);
     let mut note = Message::from_blocks(vec![ContentBlock::text("remember the deadline")]);
-    note.source = Some(Source::Plugin(PluginSource::notice("reminder")));
+    note.source = Some(Source::plugin_notice("reminder"));
     first.inject(note);
     assert!(!first.is_busy(), "inject does not wake an idle agent");
     store.flush().await.unwrap();
@@ -764,7 +764,7 @@ async fn h_loop_2_queued_entries_are_persisted_and_restored_by_a_new_agent() {
 
 fn notice(plugin: &str, text: &str) -> Message {
     let mut message = Message::from_blocks(vec![ContentBlock::text(text)]);
-    message.source = Some(Source::Plugin(PluginSource::notice(plugin)));
+    message.source = Some(Source::plugin_notice(plugin));
     message
 }
 

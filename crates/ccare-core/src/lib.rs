@@ -25,6 +25,7 @@
 
 mod clock;
 mod event;
+mod extra;
 mod failure;
 mod ids;
 pub mod json;
@@ -36,6 +37,7 @@ mod usage;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use event::{Event, EventData, EventDraft, EventError, SurfaceOp};
+pub use extra::Extra;
 pub use failure::{FailureCode, LlmFailure};
 pub use ids::{InvalidSessionId, SessionId};
 pub use json::{JsonObject, NonLosslessJson};

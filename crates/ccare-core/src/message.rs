@@ -6,6 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::extra::Extra;
 use crate::json::JsonObject;
 use crate::source::Source;
 
@@ -33,7 +34,7 @@ pub struct Message {
     pub source: Option<Source>,
     /// Fields this version does not know.
     #[serde(flatten)]
-    pub extra: JsonObject,
+    pub extra: Extra,
 }
 
 impl Message {
@@ -43,13 +44,22 @@ impl Message {
             id: None,
             content,
             source: None,
-            extra: JsonObject::new(),
+            extra: Extra::new(),
         }
     }
 
     /// Whether the message has nothing a model would see (H-SURF-3 skips empty assistant messages).
     pub fn is_empty(&self) -> bool {
         self.content.iter().all(ContentBlock::is_empty)
+    }
+
+    /// Releases spare capacity of the block lists. An open session keeps every message
+    /// it shows the model, so slack adds up.
+    pub fn shrink_to_fit(&mut self) {
+        self.content.shrink_to_fit();
+        for block in &mut self.content {
+            block.shrink_to_fit();
+        }
     }
 
     /// The tool calls in this message, in block order.
@@ -101,8 +111,18 @@ impl ContentBlock {
     pub fn text(text: impl Into<String>) -> Self {
         ContentBlock::Text(TextBlock {
             text: text.into(),
-            extra: JsonObject::new(),
+            extra: Extra::new(),
         })
+    }
+
+    /// Releases spare capacity of nested block lists (see [`Message::shrink_to_fit`]).
+    pub fn shrink_to_fit(&mut self) {
+        if let ContentBlock::ToolResult(block) = self {
+            block.content.shrink_to_fit();
+            for inner in &mut block.content {
+                inner.shrink_to_fit();
+            }
+        }
     }
 
     fn is_empty(&self) -> bool {
@@ -126,7 +146,7 @@ pub struct TextBlock {
     pub text: String,
     /// Fields this version does not know.
     #[serde(flatten)]
-    pub extra: JsonObject,
+    pub extra: Extra,
 }
 
 /// `reasoning{text, signature?, opaque}`.
@@ -143,7 +163,7 @@ pub struct ReasoningBlock {
     pub opaque: bool,
     /// Fields this version does not know.
     #[serde(flatten)]
-    pub extra: JsonObject,
+    pub extra: Extra,
 }
 
 /// `tool-call{id, name, arguments, raw_arguments?}`.
@@ -161,7 +181,7 @@ pub struct ToolCallBlock {
     pub raw_arguments: Option<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
-    pub extra: JsonObject,
+    pub extra: Extra,
 }
 
 /// `tool-result{call_id, name, content[text|image], is_error}`.
@@ -179,7 +199,7 @@ pub struct ToolResultBlock {
     pub is_error: bool,
     /// Fields this version does not know.
     #[serde(flatten)]
-    pub extra: JsonObject,
+    pub extra: Extra,
 }
 
 /// `image{media_type, data|uri, offloaded?}`.
@@ -198,7 +218,7 @@ pub struct ImageBlock {
     pub offloaded: bool,
     /// Fields this version does not know.
     #[serde(flatten)]
-    pub extra: JsonObject,
+    pub extra: Extra,
 }
 
 #[cfg(test)]

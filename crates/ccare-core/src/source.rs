@@ -8,6 +8,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
+use crate::extra::Extra;
 use crate::json::JsonObject;
 
 /// The origin of a message.
@@ -20,24 +21,24 @@ pub enum Source {
         /// The client's IANA time zone, canonicalised at ingress.
         client_time_zone: Option<String>,
         /// Fields this version does not know.
-        extra: JsonObject,
+        extra: Extra,
     },
     /// Written by a plugin (`kind: "plugin"`) or a namespaced producer
     /// (`kind: "plugin:<producer>:<id>"`).
-    Plugin(PluginSource),
+    Plugin(Box<PluginSource>),
     /// A compaction checkpoint standing for replaced history.
     CompactCheckpoint {
         /// The compaction that produced it.
         compaction_id: String,
         /// Who wrote the summary.
         producer: String,
-        /// Optional trace data.
-        trace: Option<Value>,
+        /// Optional trace data (boxed: rare, and it would make every source large).
+        trace: Option<Box<Value>>,
         /// Fields this version does not know.
-        extra: JsonObject,
+        extra: Extra,
     },
     /// A kind this version does not know, kept whole.
-    Unknown(JsonObject),
+    Unknown(Box<JsonObject>),
 }
 
 /// A plugin-written message's origin.
@@ -54,7 +55,7 @@ pub struct PluginSource {
     /// Named sections of a snapshot.
     pub sections: Option<Value>,
     /// Producer-specific fields.
-    pub extra: JsonObject,
+    pub extra: Extra,
 }
 
 impl PluginSource {
@@ -66,18 +67,23 @@ impl PluginSource {
             form: Some("notice".to_owned()),
             summary: None,
             sections: None,
-            extra: JsonObject::new(),
+            extra: Extra::new(),
         }
     }
 }
 
 impl Source {
+    /// A `plugin{plugin, form: notice}` source.
+    pub fn plugin_notice(plugin: &str) -> Self {
+        Source::Plugin(Box::new(PluginSource::notice(plugin)))
+    }
+
     /// A plain user source.
     pub fn user() -> Self {
         Source::User {
             rpc_id: None,
             client_time_zone: None,
-            extra: JsonObject::new(),
+            extra: Extra::new(),
         }
     }
 
@@ -113,18 +119,18 @@ impl<'de> Deserialize<'de> for Source {
                 rpc_id: take_string(&mut map, "rpc_id").map_err(D::Error::custom)?,
                 client_time_zone: take_string(&mut map, "client_time_zone")
                     .map_err(D::Error::custom)?,
-                extra: map,
+                extra: map.into(),
             }
         } else if kind == "plugin" || kind.starts_with("plugin:") {
             map.remove("kind");
-            Source::Plugin(PluginSource {
+            Source::Plugin(Box::new(PluginSource {
                 kind,
                 plugin: take_string(&mut map, "plugin").map_err(D::Error::custom)?,
                 form: take_string(&mut map, "form").map_err(D::Error::custom)?,
                 summary: take_string(&mut map, "summary").map_err(D::Error::custom)?,
                 sections: map.remove("sections"),
-                extra: map,
-            })
+                extra: map.into(),
+            }))
         } else if kind == "compact-checkpoint" {
             map.remove("kind");
             let compaction_id = take_string(&mut map, "compaction_id")
@@ -136,11 +142,11 @@ impl<'de> Deserialize<'de> for Source {
             Source::CompactCheckpoint {
                 compaction_id,
                 producer,
-                trace: map.remove("trace"),
-                extra: map,
+                trace: map.remove("trace").map(Box::new),
+                extra: map.into(),
             }
         } else {
-            Source::Unknown(map)
+            Source::Unknown(Box::new(map))
         };
         Ok(decoded)
     }
@@ -166,7 +172,7 @@ impl Serialize for Source {
                     "client_time_zone",
                     client_time_zone.clone().map(Value::from),
                 );
-                map.extend(extra.clone());
+                map.extend(extra.to_object());
             }
             Source::Plugin(plugin) => {
                 put("kind", Some(Value::from(plugin.kind.clone())));
@@ -174,7 +180,7 @@ impl Serialize for Source {
                 put("form", plugin.form.clone().map(Value::from));
                 put("summary", plugin.summary.clone().map(Value::from));
                 put("sections", plugin.sections.clone());
-                map.extend(plugin.extra.clone());
+                map.extend(plugin.extra.to_object());
             }
             Source::CompactCheckpoint {
                 compaction_id,
@@ -185,10 +191,10 @@ impl Serialize for Source {
                 put("kind", Some(Value::from("compact-checkpoint")));
                 put("compaction_id", Some(Value::from(compaction_id.clone())));
                 put("producer", Some(Value::from(producer.clone())));
-                put("trace", trace.clone());
-                map.extend(extra.clone());
+                put("trace", trace.as_deref().cloned());
+                map.extend(extra.to_object());
             }
-            Source::Unknown(unknown) => map.extend(unknown.clone()),
+            Source::Unknown(unknown) => map.extend(unknown.as_ref().clone()),
         }
         map.serialize(serializer)
     }

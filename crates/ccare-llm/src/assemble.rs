@@ -58,7 +58,7 @@ impl Assembled {
     /// The complete message of a finished answer: the closed blocks.
     pub fn message(&self) -> Message {
         let mut message = Message::from_blocks(self.blocks.clone());
-        message.extra = self.extra.clone();
+        message.extra = self.extra.clone().into();
         message
     }
 
@@ -272,20 +272,20 @@ impl Assembler {
             .map(|block| match block.kind {
                 BlockKind::Text => ContentBlock::Text(TextBlock {
                     text: block.text,
-                    extra: JsonObject::new(),
+                    extra: ccare_core::Extra::new(),
                 }),
                 BlockKind::Reasoning => ContentBlock::Reasoning(ReasoningBlock {
                     text: block.text,
                     signature: block.signature,
                     opaque: false,
-                    extra: JsonObject::new(),
+                    extra: ccare_core::Extra::new(),
                 }),
                 BlockKind::ToolCall => ContentBlock::ToolCall(ToolCallBlock {
                     id: block.id.unwrap_or_default(),
                     name: block.name.unwrap_or_default(),
                     arguments: Value::Null,
                     raw_arguments: Some(block.text),
-                    extra: JsonObject::new(),
+                    extra: ccare_core::Extra::new(),
                 }),
             })
             .collect();
@@ -318,7 +318,7 @@ pub fn tool_call_block(id: String, name: String, raw_arguments: String) -> ToolC
         name,
         arguments,
         raw_arguments: raw,
-        extra: JsonObject::new(),
+        extra: ccare_core::Extra::new(),
     }
 }
 

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccare_core::{
-    ContentBlock, FailureCode, JsonObject, LlmFailure, ReasoningBlock, Role, TextBlock, TokenUsage,
+    ContentBlock, FailureCode, LlmFailure, ReasoningBlock, Role, TextBlock, TokenUsage,
 };
 use parking_lot::Mutex;
 use serde::Deserialize;
@@ -419,7 +419,7 @@ fn render(line: usize, reply: &ScriptReply, request: &GenerateRequest) -> Vec<Ch
                 text: reasoning.clone(),
                 signature: None,
                 opaque: false,
-                extra: JsonObject::new(),
+                extra: ccare_core::Extra::new(),
             }),
         });
         index += 1;
@@ -447,7 +447,7 @@ fn render(line: usize, reply: &ScriptReply, request: &GenerateRequest) -> Vec<Ch
             index,
             block: ContentBlock::Text(TextBlock {
                 text,
-                extra: JsonObject::new(),
+                extra: ccare_core::Extra::new(),
             }),
         });
         index += 1;

@@ -561,7 +561,7 @@ async fn h_llm_7_unknown_response_fields_are_kept_on_the_message() {
     let message = assembled.message();
     assert_eq!(assembled.text(), "Hi!");
     assert_eq!(
-        serde_json::Value::Object(message.extra),
+        serde_json::Value::Object(message.extra.to_object()),
         json!({"annotations": [{"type": "url_citation", "url": "https://example.org"}], "x_note": "partial"})
     );
 }

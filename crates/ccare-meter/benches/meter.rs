@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::sync::LazyLock;
 
-use ccare_core::{ContentBlock, JsonObject, Message, ToolCallBlock, ToolResultBlock};
+use ccare_core::{ContentBlock, Message, ToolCallBlock, ToolResultBlock};
 use ccare_meter::{CharCounts, Meter, MeterConfig, estimate_message, estimate_text};
 use divan::counter::BytesCount;
 use divan::{Bencher, black_box};
@@ -96,14 +96,14 @@ fn typical_message() -> Message {
             name: "read_file".into(),
             arguments: json!({"path": "src/ring.rs", "start_line": 1, "end_line": 80}),
             raw_arguments: None,
-            extra: JsonObject::new(),
+            extra: ccare_core::Extra::new(),
         }),
         ContentBlock::ToolResult(ToolResultBlock {
             call_id: "call_01".into(),
             name: "read_file".into(),
             content: vec![ContentBlock::text(output)],
             is_error: false,
-            extra: JsonObject::new(),
+            extra: ccare_core::Extra::new(),
         }),
     ])
 }

@@ -126,7 +126,7 @@ fn content_tokens(block: &ContentBlock, count: &dyn Fn(&str) -> u64, image_token
 
 #[cfg(test)]
 mod tests {
-    use ccare_core::{ImageBlock, JsonObject, ReasoningBlock, ToolCallBlock, ToolResultBlock};
+    use ccare_core::{ImageBlock, ReasoningBlock, ToolCallBlock, ToolResultBlock};
     use serde_json::json;
 
     use super::*;
@@ -138,7 +138,7 @@ mod tests {
             name: name.into(),
             arguments,
             raw_arguments: raw.map(str::to_owned),
-            extra: JsonObject::new(),
+            extra: ccare_core::Extra::new(),
         })
     }
 
@@ -148,7 +148,7 @@ mod tests {
             data: Some("iVBORw0KGgo=".into()),
             uri: None,
             offloaded: false,
-            extra: JsonObject::new(),
+            extra: ccare_core::Extra::new(),
         })
     }
 
@@ -163,7 +163,7 @@ mod tests {
             text: "think".into(),
             signature: Some("a-long-signature-not-counted".into()),
             opaque: false,
-            extra: JsonObject::new(),
+            extra: ccare_core::Extra::new(),
         });
         let message = Message::from_blocks(vec![ContentBlock::text("hello world"), reasoning]);
         let expected = 4 + (4 + estimate_text("hello world")) + (4 + estimate_text("think"));
@@ -198,7 +198,7 @@ mod tests {
             name: "shell".into(),
             content: vec![ContentBlock::text("exit 0"), image()],
             is_error: false,
-            extra: JsonObject::new(),
+            extra: ccare_core::Extra::new(),
         });
         let expected = 4 + 4 + estimate_text("shell") + (4 + estimate_text("exit 0")) + (4 + 1024);
         assert_eq!(

@@ -27,7 +27,7 @@ fn leaf_block() -> impl Strategy<Value = ContentBlock> {
                 text,
                 signature,
                 opaque,
-                extra: JsonObject::new(),
+                extra: ccare_core::Extra::new(),
             })
         ),
         (any_text(), any_text(), proptest::option::of(any_text())).prop_map(
@@ -36,7 +36,7 @@ fn leaf_block() -> impl Strategy<Value = ContentBlock> {
                 name,
                 arguments: json!({ "value": value }),
                 raw_arguments,
-                extra: JsonObject::new(),
+                extra: ccare_core::Extra::new(),
             })
         ),
         Just(ContentBlock::Image(ImageBlock {
@@ -44,7 +44,7 @@ fn leaf_block() -> impl Strategy<Value = ContentBlock> {
             data: None,
             uri: Some("file:///x.png".into()),
             offloaded: true,
-            extra: JsonObject::new(),
+            extra: ccare_core::Extra::new(),
         })),
         (any_text(), any::<i32>()).prop_map(|(kind, depth)| {
             let mut object = JsonObject::new();
@@ -64,7 +64,7 @@ fn any_block() -> impl Strategy<Value = ContentBlock> {
                 name,
                 content,
                 is_error,
-                extra: JsonObject::new(),
+                extra: ccare_core::Extra::new(),
             })
         ),
     ]

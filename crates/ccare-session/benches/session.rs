@@ -5,8 +5,9 @@
 //! - `single_durable_append`: one append + flush: the latency of one durable append.
 //! - `open_100k`: load a 100,000-event session and derive its model view.
 //! - `append_at_1k` / `append_at_100k`: one in-memory append to an open session of that size.
+//!
+//! Memory of an open session is measured by the `memory` bench (exact heap bytes).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-
 
 /// The allocator the `ccare` binary uses, so the figures are the product's.
 #[global_allocator]

@@ -99,6 +99,12 @@ fn shaped<T: serde::de::DeserializeOwned>(event: &Event) -> Result<T, EventError
     })
 }
 
+/// A decoded message without spare capacity: the log keeps it as long as it is open.
+fn compact(mut message: Message) -> Message {
+    message.shrink_to_fit();
+    message
+}
+
 /// Decodes a host event; other types decode to [`Decoded::Other`].
 pub fn decode(event: &Event) -> Result<Decoded, EventError> {
     let decoded = match event.kind() {
@@ -106,15 +112,15 @@ pub fn decode(event: &Event) -> Result<Decoded, EventError> {
         kinds::TURN_END => Decoded::TurnEnd(typed(event)?),
         kinds::STEP_START => Decoded::StepStart(typed(event)?),
         kinds::STEP_END => Decoded::StepEnd(typed(event)?),
-        kinds::USER_MESSAGE => {
-            Decoded::UserMessage(Arc::new(typed::<kinds::UserMessage>(event)?.message))
-        }
+        kinds::USER_MESSAGE => Decoded::UserMessage(Arc::new(compact(
+            typed::<kinds::UserMessage>(event)?.message,
+        ))),
         kinds::ASSISTANT_MESSAGE => {
             let head: AssistantHead = shaped(event)?;
             Decoded::AssistantMessage {
                 turn: head.turn,
                 step: head.step,
-                message: Arc::new(head.message),
+                message: Arc::new(compact(head.message)),
             }
         }
         kinds::ASSISTANT_ATTEMPT => {
@@ -140,7 +146,7 @@ pub fn decode(event: &Event) -> Result<Decoded, EventError> {
                 turn: result.turn,
                 step: result.step,
                 call_id,
-                message: Arc::new(result.message),
+                message: Arc::new(compact(result.message)),
             }
         }
         kinds::COMPACTION_START => Decoded::CompactionStart(typed(event)?),

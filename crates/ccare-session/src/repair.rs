@@ -7,7 +7,7 @@
 
 use ccare_core::kinds::{CompactionEnd, StepEnd, ToolError, ToolResult, TurnEnd, TurnEndReason};
 use ccare_core::{
-    ContentBlock, EventDraft, EventError, JsonObject, Locale, Message, SurfaceOp, ToolResultBlock,
+    ContentBlock, EventDraft, EventError, Locale, Message, SurfaceOp, ToolResultBlock,
 };
 
 use crate::state::LogState;
@@ -41,7 +41,7 @@ pub fn repair_drafts(state: &LogState, locale: Locale) -> Result<Vec<EventDraft>
                 name: call.name.clone(),
                 content: vec![ContentBlock::text(text.clone())],
                 is_error: true,
-                extra: JsonObject::new(),
+                extra: ccare_core::Extra::new(),
             });
             let result = ToolResult {
                 turn,

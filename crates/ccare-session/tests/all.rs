@@ -70,7 +70,7 @@ fn call_block(id: &str) -> ContentBlock {
         name: "read_file".into(),
         arguments: json!({"path": "a"}),
         raw_arguments: None,
-        extra: JsonObject::new(),
+        extra: ccare_core::Extra::new(),
     })
 }
 
@@ -80,7 +80,7 @@ fn result(turn: u32, step: u32, id: &str, text: &str) -> EventDraft {
         name: "read_file".into(),
         content: vec![ContentBlock::text(text)],
         is_error: false,
-        extra: JsonObject::new(),
+        extra: ccare_core::Extra::new(),
     });
     typed(&ToolResult {
         turn,

@@ -59,14 +59,14 @@ async fn crash_child_entry() {
             name: "t".into(),
             arguments: json!({"n": turn}),
             raw_arguments: None,
-            extra: JsonObject::new(),
+            extra: ccare_core::Extra::new(),
         });
         let result = ContentBlock::ToolResult(ToolResultBlock {
             call_id: call_id.clone(),
             name: "t".into(),
             content: vec![ContentBlock::text("ok")],
             is_error: false,
-            extra: JsonObject::new(),
+            extra: ccare_core::Extra::new(),
         });
         let drafts = vec![
             typed(&TurnStart { turn }),

@@ -7,9 +7,7 @@
 
 use std::borrow::Cow;
 
-use ccare_core::{
-    ContentBlock, FailureCode, JsonObject, LlmFailure, ReasoningBlock, TextBlock, TokenUsage,
-};
+use ccare_core::{ContentBlock, FailureCode, LlmFailure, ReasoningBlock, TextBlock, TokenUsage};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -276,11 +274,11 @@ impl Translator {
                     text: prose.text,
                     signature: None,
                     opaque: false,
-                    extra: JsonObject::new(),
+                    extra: ccare_core::Extra::new(),
                 }),
                 BlockKind::Text | BlockKind::ToolCall => ContentBlock::Text(TextBlock {
                     text: prose.text,
-                    extra: JsonObject::new(),
+                    extra: ccare_core::Extra::new(),
                 }),
             };
             out.push(Chunk::BlockEnd {
