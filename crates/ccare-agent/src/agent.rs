@@ -265,9 +265,15 @@ impl Agent {
         }
     }
 
-    /// Loads the entries an earlier process queued for this session but never ran
-    /// (H-LOOP-2) and wakes the agent if one of them should. Returns how many.
+    /// Loads this session's rule controls (RC-2; until loaded every action reports
+    /// `storage-unavailable`) and the inbox entries an earlier process queued but never
+    /// ran (H-LOOP-2), waking the agent if one of them should. Returns how many entries
+    /// were restored. A controls read failure is logged, not returned: the session's
+    /// controls then report `storage-unavailable` until storage recovers.
     pub async fn restore_inbox(&self) -> Result<usize, ccare_store::StoreError> {
+        if let Err(error) = self.inner.host.controls.load(self.inner.session.id()).await {
+            tracing::warn!(session = %self.inner.session.id(), %error, "controls unavailable");
+        }
         let prefix = format!("{}/", self.inner.session.id().as_str());
         let rows = self
             .inner

@@ -17,6 +17,8 @@ use serde_json::Value;
 
 use ccare_session::{ErasedProjection, Observer, Validator};
 
+use crate::controls::{ControlSource, Controls};
+use crate::domains::{Domains, PluginDomains};
 use crate::hooks::{
     BoundaryContributor, Hooks, IdleHook, PreStepHook, Registered, RequestErrorHook, RequestHook,
     RequestSegment, StreamObserver, TurnStoppingHook,
@@ -196,6 +198,27 @@ impl PluginScope<'_> {
         self.registrations.push(registration);
     }
 
+    /// Opens this plugin's storage domains (H-DOM-1) later, from async code; every
+    /// domain opened through it is closed when the plugin unmounts.
+    pub fn domains(&self) -> PluginDomains {
+        self.host.domains.for_owner(&self.owner)
+    }
+
+    /// Registers a controls source owned by this plugin (RC-1); removed on unmount.
+    pub fn control_source(&mut self, mut source: ControlSource) -> Result<(), String> {
+        source.plugin = Some(self.owner.clone());
+        let source_id = source.source_id.clone();
+        self.host
+            .controls
+            .register(source)
+            .map_err(|error| error.to_string())?;
+        self.host.control_sources.write().push(Registered {
+            owner: self.owner.clone(),
+            hook: source_id,
+        });
+        Ok(())
+    }
+
     /// Adds an idle hook.
     pub fn idle(&mut self, hook: Arc<dyn IdleHook>) {
         let owner = self.owner.clone();
@@ -235,6 +258,9 @@ pub struct Host {
     pub(crate) tools: RwLock<Toolbox>,
     pub(crate) hooks: RwLock<Hooks>,
     pub(crate) sections: RwLock<Vec<Registered<SystemSection>>>,
+    pub(crate) domains: Domains,
+    pub(crate) controls: Controls,
+    control_sources: RwLock<Vec<Registered<String>>>,
     mounted: RwLock<BTreeMap<String, Vec<Registration>>>,
 }
 
@@ -251,6 +277,7 @@ impl Host {
     /// A host over an LLM layer and a session engine. `registry` must be the one the
     /// session engine was built with, so plugin event types and validators apply.
     pub fn new(llm: Arc<Llm>, sessions: Arc<Sessions>, registry: Arc<Registry>) -> Self {
+        let store = Arc::clone(sessions.store());
         Self {
             llm,
             sessions,
@@ -258,6 +285,9 @@ impl Host {
             tools: RwLock::new(Toolbox::default()),
             hooks: RwLock::new(Hooks::default()),
             sections: RwLock::new(Vec::new()),
+            domains: Domains::new(Arc::clone(&store)),
+            controls: Controls::new(store),
+            control_sources: RwLock::new(Vec::new()),
             mounted: RwLock::new(BTreeMap::new()),
         }
     }
@@ -270,6 +300,16 @@ impl Host {
     /// The session engine.
     pub fn sessions(&self) -> &Arc<Sessions> {
         &self.sessions
+    }
+
+    /// The storage domains plugins keep their state in (H-DOM).
+    pub fn domains(&self) -> &Domains {
+        &self.domains
+    }
+
+    /// The per-session rule controls every plugin consults (RC-*, CC-CTL).
+    pub fn controls(&self) -> &Controls {
+        &self.controls
     }
 
     /// Registers a host tool (owner `host`).
@@ -331,6 +371,15 @@ impl Host {
         self.sections
             .write()
             .retain(|section| section.owner != name);
+        self.domains.close_owner(name);
+        self.control_sources.write().retain(|source| {
+            if source.owner == name {
+                self.controls.unregister(&source.hook);
+                false
+            } else {
+                true
+            }
+        });
         true
     }
 

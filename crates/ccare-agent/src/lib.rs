@@ -13,7 +13,9 @@
 #![deny(missing_docs)]
 
 mod agent;
+pub mod controls;
 mod dispatch;
+pub mod domains;
 mod hooks;
 mod host;
 mod inbox;

@@ -1006,3 +1006,81 @@ async fn h_hook_6_a_turn_stopping_hook_steers_the_turn_into_another_step_and_idl
         "the idle hook ran once the agent went idle"
     );
 }
+
+struct Stateful(parking_lot::Mutex<Option<ccare_agent::domains::PluginDomains>>);
+
+impl Plugin for Stateful {
+    fn name(&self) -> &str {
+        "context-care"
+    }
+    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        scope.control_source(ccare_agent::controls::context_care_catalog())?;
+        *self.0.lock() = Some(scope.domains());
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn design_3_domains_and_controls_belong_to_their_plugin_and_go_with_it() {
+    let kit = kit("").await;
+    let plugin = Stateful(parking_lot::Mutex::new(None));
+    kit.host.mount(&plugin, &json!({})).unwrap();
+    let domains = plugin.0.lock().clone().unwrap();
+    let spec = || {
+        ccare_agent::domains::DomainSpec::new("care_journal", 1)
+            .table(ccare_agent::domains::TableSpec::new("actions"))
+    };
+    let domain = domains.open(spec()).await.unwrap();
+    domain
+        .table("actions")
+        .unwrap()
+        .put("a1", json!({"kind": "prune"}))
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(
+        kit.host.domains().owner("care_journal").as_deref(),
+        Some("context-care")
+    );
+
+    let agent = agent(&kit);
+    let id = kit.session.id().clone();
+    let before = kit
+        .host
+        .controls()
+        .decide(&id, "context-care", "state", "report");
+    assert_eq!(before.as_str(), "storage-unavailable", "not loaded yet");
+    agent.restore_inbox().await.unwrap();
+    assert!(
+        kit.host
+            .controls()
+            .decide(&id, "context-care", "state", "report")
+            .is_enabled()
+    );
+
+    assert!(kit.host.unmount("context-care"));
+    assert_eq!(
+        kit.host.domains().owner("care_journal"),
+        None,
+        "the domain was closed"
+    );
+    assert_eq!(
+        kit.host
+            .controls()
+            .decide(&id, "context-care", "state", "report")
+            .as_str(),
+        "source-unavailable"
+    );
+    // Mounted again, the durable rows are still there.
+    kit.host.mount(&plugin, &json!({})).unwrap();
+    let reopened = plugin.0.lock().clone().unwrap();
+    let domain = reopened.open(spec()).await.unwrap();
+    assert_eq!(
+        domain
+            .table("actions")
+            .unwrap()
+            .get("a1")
+            .map(|value| (*value).clone()),
+        Some(json!({"kind": "prune"}))
+    );
+}

@@ -774,7 +774,7 @@ fn tool_call(id: &str, name: &str, arguments: Value) -> ContentBlock {
         name: name.into(),
         arguments,
         raw_arguments: None,
-        extra: JsonObject::new(),
+        extra: ccare_core::Extra::new(),
     })
 }
 
@@ -794,7 +794,7 @@ fn result(turn: u32, id: &str, text: &str) -> EventDraft {
         name: "write_file".into(),
         content: vec![ContentBlock::text(text)],
         is_error: false,
-        extra: JsonObject::new(),
+        extra: ccare_core::Extra::new(),
     });
     typed(&ToolResult {
         turn,
