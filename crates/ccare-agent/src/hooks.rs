@@ -15,7 +15,7 @@
 
 use std::sync::Arc;
 
-use ccare_core::{LlmFailure, Message};
+use ccare_core::{Clock, LlmFailure, Message};
 use ccare_llm::{CallConfig, CancellationToken, Chunk, Route};
 use ccare_session::Session;
 
@@ -32,6 +32,8 @@ pub struct HookContext {
     pub step: u32,
     /// Fires when the turn is cancelled.
     pub cancel: CancellationToken,
+    /// The host's one source of time (H-GEN-1).
+    pub clock: Arc<dyn Clock>,
 }
 
 /// A hook's failure; the turn ends with `error{HOOK_FAILED}`.

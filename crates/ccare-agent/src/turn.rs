@@ -136,6 +136,7 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
             turn,
             step,
             cancel: token.clone(),
+            clock: Arc::clone(&agent.inner.clock),
         };
         let hooks = agent.inner.host.hooks.read().clone();
         let input = PreStepInput {
