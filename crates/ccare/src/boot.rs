@@ -82,10 +82,13 @@ pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> 
     })
 }
 
-/// The plugins this build knows, by `[plugins.<name>]` table name. None yet: the
-/// time-context, context-care and stream-watch plugins land with their issues.
+/// The plugins this build knows, by `[plugins.<name>]` table name (context-care and
+/// stream-watch land with their issues).
 fn known_plugins() -> Vec<Box<dyn Plugin>> {
-    Vec::new()
+    vec![
+        Box::new(ccare_time_context::TimeContext),
+        Box::new(ccare_time_context::TimeContextInvariant),
+    ]
 }
 
 /// Mounts every plugin whose table is present (H-CFG-3): an unknown name or a refused

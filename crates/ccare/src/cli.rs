@@ -31,6 +31,9 @@ pub(crate) enum Command {
     Run(RunArgs),
     /// Talk to the agent in the terminal: one prompt per line, answers stream to stdout.
     Chat(ChatArgs),
+    /// Tools of the time-context plugin.
+    #[command(subcommand, name = "time-context")]
+    TimeContext(TimeContextCommand),
     /// List the configured routes and their context windows.
     Models(ModelsArgs),
 }
@@ -86,6 +89,18 @@ pub(crate) enum SessionsCommand {
     Import(ImportArgs),
     /// Fork a session after an event into a new session.
     Fork(ForkArgs),
+    /// Check a stored log against the host's validators and the time-context
+    /// invariant; each violation is reported with its seq and rule.
+    Check(CheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// The session id.
+    pub(crate) id: String,
+    /// Print a JSON array of violations for scripts.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -135,4 +150,29 @@ pub(crate) struct ForkArgs {
     /// Print the new session as JSON.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum TimeContextCommand {
+    /// Print exactly the two lines the model would see for a reading.
+    Preview(PreviewArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PreviewArgs {
+    /// IANA time zone, e.g. Asia/Shanghai.
+    #[arg(long)]
+    pub(crate) zone: String,
+    /// The sampled instant, epoch milliseconds.
+    #[arg(long = "now-ms", allow_negative_numbers = true)]
+    pub(crate) now_ms: i64,
+    /// The turn.
+    #[arg(long)]
+    pub(crate) turn: u32,
+    /// The step.
+    #[arg(long)]
+    pub(crate) step: u32,
+    /// The baseline instant (epoch ms); without it elapsed is `unavailable`.
+    #[arg(long = "baseline-ms", allow_negative_numbers = true)]
+    pub(crate) baseline_ms: Option<i64>,
 }

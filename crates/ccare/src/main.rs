@@ -104,6 +104,24 @@ fn main() -> ExitCode {
                 let booted = boot::boot(&settings, &home)?;
                 chat_cmd::run(&booted, args.session.as_deref()).await
             }
+            Command::TimeContext(cli::TimeContextCommand::Preview(args)) => {
+                let zone = ccare_time_context::Zone::named(&args.zone).map_err(|_| {
+                    Failure::bad_input(anyhow::anyhow!(
+                        "--zone: {:?} is not a valid IANA time zone identifier (e.g. Asia/Shanghai, UTC)",
+                        args.zone
+                    ))
+                })?;
+                let reading = ccare_time_context::render_reading(
+                    &zone,
+                    args.now_ms,
+                    args.turn,
+                    args.step,
+                    args.baseline_ms,
+                )
+                .map_err(|error| Failure::bad_input(anyhow::anyhow!(error)))?;
+                println!("{reading}");
+                Ok(())
+            }
             Command::Models(args) => {
                 let settings =
                     load_settings(cli.config.as_deref(), &home, &config::Overrides::default())?;

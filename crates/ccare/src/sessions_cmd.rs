@@ -81,6 +81,46 @@ pub(crate) async fn run(home: &Home, command: SessionsCommand) -> Result<(), Fai
                 .map_err(Failure::failed)?;
             }
         }
+        SessionsCommand::Check(args) => {
+            let id = parse_id(&args.id)?;
+            let loaded = sessions.load(&id).await?;
+            let mut found: Vec<(u64, String, String)> = loaded
+                .violations
+                .iter()
+                .map(|violation| {
+                    (
+                        violation.seq,
+                        violation.validator.clone(),
+                        violation.message.clone(),
+                    )
+                })
+                .collect();
+            for (seq, message) in ccare_time_context::check_log(&loaded.log) {
+                found.push((seq, ccare_time_context::VALIDATOR.to_owned(), message));
+            }
+            found.sort_by_key(|(seq, _, _)| *seq);
+            if args.json {
+                let array: Vec<Value> = found
+                    .iter()
+                    .map(|(seq, validator, message)| json!({"seq": seq, "validator": validator, "message": message}))
+                    .collect();
+                print_json(stdout, &Value::Array(array))?;
+            } else if found.is_empty() {
+                writeln!(stdout, "{id}: {} events, no violations", loaded.log.head())
+                    .map_err(Failure::failed)?;
+            } else {
+                for (seq, validator, message) in &found {
+                    writeln!(stdout, "seq {seq}  {validator}  {message}")
+                        .map_err(Failure::failed)?;
+                }
+            }
+            if !found.is_empty() {
+                return Err(Failure::failed(anyhow::anyhow!(
+                    "{id}: {} violation(s)",
+                    found.len()
+                )));
+            }
+        }
         SessionsCommand::Fork(args) => {
             let id = parse_id(&args.id)?;
             let new_id = args.new_id.as_deref().map(parse_id).transpose()?;
