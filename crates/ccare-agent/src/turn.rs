@@ -425,14 +425,10 @@ async fn stream_call(
     let token = agent.turn_token();
     let mut stream = call.stream(token.child_token());
     let mut assembler = Assembler::new();
-    let mut records = Vec::new();
+    let mut recorder = ccare_llm::records::StreamRecorder::new();
     let mut protocol = None;
     while let Some(chunk) = stream.next().await {
-        records.push(json!({
-            "type": "chunk",
-            "time_ms": agent.inner.clock.now_ms(),
-            "chunk": serde_json::to_value(&chunk).unwrap_or(Value::Null),
-        }));
+        recorder.push(&chunk, agent.inner.clock.now_ms());
         if let Chunk::Retry(notice) = &chunk {
             let retry = EventDraft::new(
                 ccare_core::kinds::LLM_RETRY,
@@ -466,6 +462,7 @@ async fn stream_call(
         }
     }
     drop(stream);
+    let records = recorder.to_json();
     let assembled: Assembled = match protocol {
         Some(failure) => assembler.fail(failure),
         None => assembler.finish(),

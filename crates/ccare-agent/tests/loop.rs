@@ -1084,3 +1084,28 @@ async fn design_3_domains_and_controls_belong_to_their_plugin_and_go_with_it() {
         Some(json!({"kind": "prune"}))
     );
 }
+
+#[tokio::test]
+async fn h_evt_4_the_stored_stream_expands_and_reassembles_to_the_committed_message() {
+    let kit = kit("{\"reasoning\": \"think it over\", \"text\": \"a few words of answer\"}").await;
+    let agent = agent(&kit);
+    agent.prompt("x");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let answer = &data(&kit.session, "assistant/message")[0];
+    let records = answer["stream"].as_array().unwrap();
+    let kinds: Vec<&str> = records
+        .iter()
+        .map(|record| record["type"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"text-chunks") && kinds.contains(&"reasoning-chunks"),
+        "{kinds:?}"
+    );
+    let chunks = ccare_llm::records::expand(records).unwrap();
+    let mut assembler = ccare_llm::Assembler::new();
+    for (_, chunk) in &chunks {
+        assembler.push(chunk).unwrap();
+    }
+    let message = serde_json::to_value(assembler.finish().message()).unwrap();
+    assert_eq!(message, answer["message"]);
+}

@@ -24,6 +24,7 @@ mod llm;
 pub mod openai;
 mod provider;
 mod purpose;
+pub mod records;
 mod request;
 mod retry;
 mod route;
