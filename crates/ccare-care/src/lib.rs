@@ -1,0 +1,50 @@
+//! The context-care plugin's pure logic (spec context-care.md): everything it decides
+//! that needs no I/O, so each rule can be tested on its own vectors.
+//!
+//! - [`config`]: the `[plugins.context-care]` table, strict, with its load errors
+//!   (CC-CFG-1) and the per-route budgets (CC-BUD-4).
+//! - [`metrics`]: fatigue and wakefulness values, levels, colours and the
+//!   `uncalibrated` display (CC-MET-1..5).
+//! - [`pricing`]: what a request costs in input tokens, calibrated from the request
+//!   journal (CC-PRC-1..4).
+//! - [`budget`]: `C`, `R`, `H`, `S`, `L` and the tail of a route, their validity, the
+//!   phase and budget kind of a request, and the local refusal at ready (CC-BUD-1..6).
+//! - [`hysteresis`]: the per-session controller that arms at `S` and releases below `L`
+//!   (CC-HYS-1).
+//!
+//! How they fit at a boundary: pricing gives `Q` and the retained tokens; [`budget::resolve`]
+//! gives the budget of the routed request; [`metrics::ContextCareMetrics::sample`] turns
+//! both into the numbers of the status notice; the session's
+//! [`hysteresis::HysteresisController`] decides whether automatic maintenance runs; at
+//! ready, [`budget::preflight`] decides whether the adapter is called at all.
+//!
+//! This crate does not read files, touch the session log, call providers or register
+//! anything with the host: the plugin wiring (hooks, tools, events, journals) lives
+//! elsewhere and calls these functions.
+//!
+//! ```
+//! use ccare_care::budget::{self, BudgetPhase, RouteInfo};
+//! use ccare_care::config::{CareConfig, RoutePurpose};
+//! use ccare_care::hysteresis::HysteresisController;
+//!
+//! let config = CareConfig::from_json(&serde_json::json!({"safety_tokens": 100})).unwrap();
+//! let route = RouteInfo {
+//!     provider: "local",
+//!     model: "fake-model",
+//!     purpose: RoutePurpose::Conversation,
+//!     physical_window_tokens: Some(10_000),
+//!     max_tokens: None,
+//!     adapter_default_max_tokens: Some(1_000),
+//! };
+//! let budget = budget::resolve(&config, route).unwrap().unwrap();
+//! assert_eq!((budget.hard_input, budget.soft_input), (8_900, 8_000));
+//! assert_eq!(budget::assess(8_000, Some(&budget)).phase, BudgetPhase::Soft);
+//! let mut controller = HysteresisController::new();
+//! assert!(controller.observe_budget(8_000, Some(&budget)).is_armed());
+//! ```
+
+pub mod budget;
+pub mod config;
+pub mod hysteresis;
+pub mod metrics;
+pub mod pricing;
