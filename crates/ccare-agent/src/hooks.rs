@@ -273,6 +273,20 @@ pub trait RequestSegment: Send + Sync + 'static {
     fn release(&self, context: &HookContext, call_id: &str);
 }
 
+/// Checks a prepared request just before it would be dispatched; a refusal keeps it
+/// on this machine. The attempt is logged as failed with that failure and the
+/// request-error hooks run, exactly as if the provider had answered with it (so an
+/// overflow-recovery hook can make room and retry). Context care's hard input budget
+/// (CC-BUD-6, `REQUEST_BUDGET_EXCEEDED`) is the reason this exists.
+pub trait RequestGate: Send + Sync + 'static {
+    /// `Err(failure)` refuses the request.
+    fn check(
+        &self,
+        context: &HookContext,
+        call: &ccare_llm::PreparedCall,
+    ) -> Result<(), LlmFailure>;
+}
+
 /// A registered hook with its owner.
 #[derive(Clone)]
 pub(crate) struct Registered<T> {
@@ -292,6 +306,7 @@ pub(crate) struct Hooks {
     /// Boundary contributors with their priority, kept sorted (stable) by priority.
     pub(crate) boundary: Vec<(i32, Registered<Arc<dyn BoundaryContributor>>)>,
     pub(crate) segments: Vec<Registered<Arc<dyn RequestSegment>>>,
+    pub(crate) gates: Vec<Registered<Arc<dyn RequestGate>>>,
     /// How many pre-step hooks are outermost (they sit at the front, newest first).
     pub(crate) outermost: usize,
 }
@@ -325,5 +340,6 @@ impl Hooks {
         self.idle.retain(|hook| hook.owner != owner);
         self.boundary.retain(|(_, hook)| hook.owner != owner);
         self.segments.retain(|hook| hook.owner != owner);
+        self.gates.retain(|hook| hook.owner != owner);
     }
 }

@@ -20,8 +20,8 @@ use ccare_session::{ErasedProjection, Observer, Validator};
 use crate::controls::{ControlSource, Controls};
 use crate::domains::{Domains, PluginDomains};
 use crate::hooks::{
-    BoundaryContributor, Hooks, IdleHook, PreStepHook, Registered, RequestErrorHook, RequestHook,
-    RequestSegment, StreamObserver, TurnStoppingHook,
+    BoundaryContributor, Hooks, IdleHook, PreStepHook, Registered, RequestErrorHook, RequestGate,
+    RequestHook, RequestSegment, StreamObserver, TurnStoppingHook,
 };
 use crate::tool::Tool;
 use crate::toolbox::Toolbox;
@@ -173,6 +173,16 @@ impl PluginScope<'_> {
             owner,
             hook: segment,
         });
+    }
+
+    /// Adds a request gate, which may refuse a request before it leaves.
+    pub fn request_gate(&mut self, gate: Arc<dyn RequestGate>) {
+        let owner = self.owner.clone();
+        self.host
+            .hooks
+            .write()
+            .gates
+            .push(Registered { owner, hook: gate });
     }
 
     /// Registers a projection of session events (H-PROJ).

@@ -365,9 +365,35 @@ async fn request_step(
             }
             return Err(stop);
         }
-        flush(agent).await?;
+        let refused = hooks.gates.iter().find_map(|gate| {
+            gate.hook
+                .check(context, &call)
+                .err()
+                .map(|failure| failure.on_route(&call.route.provider, &call.route.model))
+        });
         let call_id = call.call_id.clone();
-        let streamed = stream_call(agent, turn, step, attempt, call, hooks).await;
+        let streamed = match refused {
+            Some(failure) => {
+                append(
+                    agent,
+                    attempt_draft(
+                        turn,
+                        step,
+                        &call_id,
+                        attempt,
+                        "failed",
+                        Some(&failure),
+                        Vec::new(),
+                    )?,
+                )?;
+                flush(agent).await?;
+                Ok(Streamed::Failed(failure))
+            }
+            None => {
+                flush(agent).await?;
+                stream_call(agent, turn, step, attempt, call, hooks).await
+            }
+        };
         let answered = matches!(streamed, Ok(Streamed::Done { .. }));
         for segment in &reserved {
             if answered {

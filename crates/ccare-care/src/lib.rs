@@ -47,4 +47,7 @@ pub mod budget;
 pub mod config;
 pub mod hysteresis;
 pub mod metrics;
+mod plugin;
 pub mod pricing;
+
+pub use plugin::ContextCare;

@@ -82,12 +82,13 @@ pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> 
     })
 }
 
-/// The plugins this build knows, by `[plugins.<name>]` table name (context-care and
-/// stream-watch land with their issues).
+/// The plugins this build knows, by `[plugins.<name>]` table name (stream-watch lands
+/// with its issue; context-care is mounted with its budget check so far).
 fn known_plugins() -> Vec<Box<dyn Plugin>> {
     vec![
         Box::new(ccare_time_context::TimeContext),
         Box::new(ccare_time_context::TimeContextInvariant),
+        Box::new(ccare_care::ContextCare),
     ]
 }
 

@@ -340,3 +340,24 @@ fn h_loop_5_run_uses_tools_continues_a_session_and_prints_json_events() {
     );
     assert_eq!(unknown.status.code(), Some(2));
 }
+
+#[test]
+fn cc_bud_6_run_refuses_an_over_budget_request_locally_and_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.jsonl"), "{\"text\": \"never sent\"}\n").unwrap();
+    std::fs::write(
+        dir.path().join("ccare.toml"),
+        "[agent]\nmodel = \"s/small\"\n[providers.s]\nkind = \"script\"\nscript = \"s.jsonl\"\n[models.\"s/small\"]\ncontext_window = 4000\nmax_output_tokens = 1000\n[plugins.context-care]\n",
+    )
+    .unwrap();
+    let prompt = "lorem ipsum dolor sit amet ".repeat(600);
+    let output = ccare(dir.path(), &["run", "--prompt", &prompt]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = text(&output.stderr);
+    assert!(
+        stderr.contains("error: REQUEST_BUDGET_EXCEEDED: Request input "),
+        "{stderr}"
+    );
+    assert!(stderr.contains("exceeds hard input budget"), "{stderr}");
+    assert!(text(&output.stdout).is_empty());
+}
