@@ -11,6 +11,8 @@
 //!   phase and budget kind of a request, and the local refusal at ready (CC-BUD-1..6).
 //! - [`hysteresis`]: the per-session controller that arms at `S` and releases below `L`
 //!   (CC-HYS-1).
+//! - [`texts`]: the model-visible texts in `en` and `zh` (CC-GEN-2, CC-GEN-3) and the
+//!   status text (CC-NTC-3, CC-NTC-4).
 //!
 //! How they fit at a boundary: pricing gives `Q` and the retained tokens; [`budget::resolve`]
 //! gives the budget of the routed request; [`metrics::ContextCareMetrics::sample`] turns
@@ -49,5 +51,8 @@ pub mod hysteresis;
 pub mod metrics;
 mod plugin;
 pub mod pricing;
+mod status_tool;
+pub mod texts;
 
-pub use plugin::ContextCare;
+pub use plugin::{ContextCare, RouteSnapshot};
+pub use status_tool::CONTEXT_STATUS;

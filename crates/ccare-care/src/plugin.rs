@@ -1,25 +1,84 @@
 //! The `context-care` plugin as mounted today: its configuration, its controls source,
-//! and the hard input budget checked before every request leaves (CC-BUD-6).
+//! the hard input budget checked before every request leaves (CC-BUD-6), and the
+//! `context_status` tool (CC-TOOL-1).
 //!
 //! Mounted by `[plugins.context-care]`. The rest of the plugin (journal, notices,
-//! tools, maintenance) builds on the pure modules of this crate and lands next.
+//! `context_rest`, maintenance) builds on the pure modules of this crate and lands next.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use ccare_agent::controls::context_care_catalog;
 use ccare_agent::{HookContext, Plugin, PluginScope, RequestGate};
-use ccare_core::{FailureCode, LlmFailure, Message};
-use ccare_llm::{PreparedCall, Purpose};
+use ccare_core::{FailureCode, LlmFailure, Locale, Message};
+use ccare_llm::{PreparedCall, Purpose, Route};
 use ccare_meter::{Meter, MeterConfig};
 use serde_json::{Value, json};
 
 use crate::budget::{Preflight, RouteInfo, preflight, resolve};
 use crate::config::{CareConfig, RoutePurpose};
 use crate::pricing::{FileTexts, FrozenPricing, ImagePricing, PricingBasis};
+use crate::status_tool::StatusTool;
 
 /// The `context-care` plugin.
-#[derive(Debug, Default)]
-pub struct ContextCare;
+///
+/// `ContextCare::default()` knows no route and speaks English: `context_status` then
+/// reports both metrics as `unknown`. The binary hands it the conversation route with
+/// [`ContextCare::with_route`] and the project locale with [`ContextCare::with_locale`].
+#[derive(Debug, Clone, Default)]
+pub struct ContextCare {
+    route: Option<Arc<RouteSnapshot>>,
+    locale: Locale,
+}
+
+impl ContextCare {
+    /// The plugin with the route `context_status` measures against (the conversation
+    /// route the agent is configured with).
+    #[must_use]
+    pub fn with_route(mut self, route: RouteSnapshot) -> Self {
+        self.route = Some(Arc::new(route));
+        self
+    }
+
+    /// The plugin with the locale of its model-visible texts (CC-GEN-2).
+    #[must_use]
+    pub fn with_locale(mut self, locale: Locale) -> Self {
+        self.locale = locale;
+        self
+    }
+}
+
+/// What context-care needs of a route to price a request and find its capacity,
+/// captured when the plugin is built.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteSnapshot {
+    /// The provider's config name.
+    pub provider: String,
+    /// The model name as the provider knows it.
+    pub model: String,
+    /// The physical context window, when known.
+    pub context_window: Option<u64>,
+    /// The adapter's default output limit, when known.
+    pub max_output_tokens: Option<u32>,
+    /// What one image costs in tokens.
+    pub image_tokens: u64,
+    /// A tokenizer for exact counts, when configured.
+    pub tokenizer: Option<PathBuf>,
+}
+
+impl RouteSnapshot {
+    /// The snapshot of a resolved route.
+    pub fn of(route: &Route) -> Self {
+        Self {
+            provider: route.provider.clone(),
+            model: route.model.clone(),
+            context_window: route.context_window,
+            max_output_tokens: route.max_output_tokens,
+            image_tokens: route.image_tokens,
+            tokenizer: route.tokenizer.clone(),
+        }
+    }
+}
 
 impl Plugin for ContextCare {
     fn name(&self) -> &str {
@@ -27,11 +86,14 @@ impl Plugin for ContextCare {
     }
 
     fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
-        let config = CareConfig::from_json(config)?;
+        let config = Arc::new(CareConfig::from_json(config)?);
         scope.control_source(context_care_catalog())?;
-        scope.request_gate(Arc::new(BudgetGate {
-            config: Arc::new(config),
-        }));
+        scope.tool(Arc::new(StatusTool::new(
+            Arc::clone(&config),
+            self.route.clone(),
+            self.locale,
+        )))?;
+        scope.request_gate(Arc::new(BudgetGate { config }));
         Ok(())
     }
 }

@@ -46,7 +46,7 @@ async fn run(prompt: &str, config: Value) -> (Option<TurnEndReason>, ScriptProvi
         Arc::new(script.clone()),
     );
     let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
-    host.mount(&ContextCare, &config).unwrap();
+    host.mount(&ContextCare::default(), &config).unwrap();
     let session = sessions.create(None, Default::default()).await.unwrap();
     let agent = Agent::new(
         host,
@@ -114,7 +114,7 @@ fn cc_cfg_1_a_bad_table_is_a_load_error_prefixed_with_the_plugin() {
         let llm = Llm::from_config(LlmConfig::default(), &|_| None).unwrap();
         let host = Host::new(Arc::new(llm), sessions, registry);
         let error = host
-            .mount(&ContextCare, &json!({"budgetRatio": 0.5}))
+            .mount(&ContextCare::default(), &json!({"budgetRatio": 0.5}))
             .unwrap_err();
         assert_eq!(
             error.to_string(),

@@ -69,7 +69,7 @@ pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> 
         host.add_tool(tool)
             .map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
     }
-    mount_plugins(&host, settings)?;
+    mount_plugins(&host, settings, &route)?;
     let mut options = AgentOptions::new(settings.model.clone());
     options.max_steps_per_turn = settings.loop_limits.max_steps_per_turn;
     options.max_request_retries = settings.loop_limits.max_request_retries;
@@ -84,18 +84,26 @@ pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> 
 
 /// The plugins this build knows, by `[plugins.<name>]` table name (stream-watch lands
 /// with its issue; context-care is mounted with its budget check so far).
-fn known_plugins() -> Vec<Box<dyn Plugin>> {
+fn known_plugins(route: &ccare_llm::Route, locale: ccare_core::Locale) -> Vec<Box<dyn Plugin>> {
     vec![
         Box::new(ccare_time_context::TimeContext),
         Box::new(ccare_time_context::TimeContextInvariant),
-        Box::new(ccare_care::ContextCare),
+        Box::new(
+            ccare_care::ContextCare::default()
+                .with_route(ccare_care::RouteSnapshot::of(route))
+                .with_locale(locale),
+        ),
     ]
 }
 
 /// Mounts every plugin whose table is present (H-CFG-3): an unknown name or a refused
 /// config is bad input naming the plugin.
-fn mount_plugins(host: &Host, settings: &Settings) -> Result<(), Failure> {
-    let known = known_plugins();
+fn mount_plugins(
+    host: &Host,
+    settings: &Settings,
+    route: &ccare_llm::Route,
+) -> Result<(), Failure> {
+    let known = known_plugins(route, settings.locale);
     for (name, table) in &settings.plugins {
         let Some(plugin) = known.iter().find(|plugin| plugin.name() == name) else {
             let names: Vec<&str> = known.iter().map(|plugin| plugin.name()).collect();
