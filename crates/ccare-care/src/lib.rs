@@ -49,10 +49,12 @@ pub mod budget;
 pub mod config;
 pub mod hysteresis;
 pub mod metrics;
+mod notice;
 mod plugin;
 pub mod pricing;
 mod status_tool;
 pub mod texts;
 
+pub use notice::STATE_SOURCE;
 pub use plugin::{ContextCare, RouteSnapshot};
 pub use status_tool::CONTEXT_STATUS;

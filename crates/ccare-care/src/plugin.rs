@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::budget::{Preflight, RouteInfo, preflight, resolve};
 use crate::config::{CareConfig, RoutePurpose};
+use crate::notice::StatusNotice;
 use crate::pricing::{FileTexts, FrozenPricing, ImagePricing, PricingBasis};
 use crate::status_tool::StatusTool;
 
@@ -93,6 +94,14 @@ impl Plugin for ContextCare {
             self.route.clone(),
             self.locale,
         )))?;
+        scope.boundary(
+            Arc::new(StatusNotice {
+                config: Arc::clone(&config),
+                route: self.route.clone(),
+                locale: self.locale,
+            }),
+            i32::MAX,
+        );
         scope.request_gate(Arc::new(BudgetGate { config }));
         Ok(())
     }

@@ -147,7 +147,7 @@ fn kind_of(value: &Value) -> &'static str {
 
 /// Prices the surface on the route and samples both metrics. An invalid budget on the
 /// route counts as unknown capacity (the request gate reports it as an error).
-fn sample(
+pub(crate) fn sample(
     config: &CareConfig,
     route: &RouteSnapshot,
     messages: &[Message],
