@@ -21,7 +21,9 @@
 
 #![deny(missing_docs)]
 
+mod checks;
 mod error;
+mod failures;
 mod memory;
 mod sqlite;
 mod types;

@@ -14,7 +14,7 @@
 //!   only events numbered `expected_seq, expected_seq + 1, ...` (`Invalid` otherwise);
 //! - KV versions start at 1, `None` expected means "must not exist", `None` value
 //!   deletes, a mismatch is `CasConflict` (H-STORE-2); keys and values obey
-//!   [`MAX_KV_KEY_BYTES`] and [`MAX_KV_VALUE_BYTES`];
+//!   [`MAX_KV_KEY_BYTES`](crate::MAX_KV_KEY_BYTES) and [`MAX_KV_VALUE_BYTES`](crate::MAX_KV_VALUE_BYTES);
 //! - sessions list newest first (ties: the one created later first); ranged reads walk
 //!   both ways and stop at the head; KV scans are ascending by UTF-8 bytes.
 //!
@@ -36,10 +36,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use ccare_core::SessionId;
 
+use crate::checks::{check_kv, check_seqs, preview};
 use crate::error::StoreError;
+use crate::failures::{Failed, Failures};
 use crate::types::{
-    Incarnation, KvEntry, KvPage, MAX_KV_KEY_BYTES, MAX_KV_VALUE_BYTES, NewSession, ReadDirection,
-    ReadRange, SessionQuery, SessionRecord, Store, StoreFuture, StoredEvent, Ticket,
+    Incarnation, KvEntry, KvPage, NewSession, ReadDirection, ReadRange, SessionQuery,
+    SessionRecord, Store, StoreFuture, StoredEvent, Ticket,
 };
 
 /// The in-memory [`Store`]: a cheap, cloneable handle; clones share the data. For tests
@@ -68,10 +70,8 @@ struct Data {
     created_order: u64,
     /// Rows by domain, then key (ascending by UTF-8 bytes, as SQLite's BINARY).
     kv: BTreeMap<String, BTreeMap<String, KvEntry>>,
-    /// Failed writes since the last flush, oldest first.
-    failures: Vec<Failed>,
-    /// Failures forgotten since the last flush because `failures` was full.
-    discarded: usize,
+    /// Failed writes since the last flush.
+    failures: Failures,
 }
 
 struct StoredSession {
@@ -80,17 +80,6 @@ struct StoredSession {
     /// Event bodies; index = seq.
     events: Vec<Box<str>>,
 }
-
-/// A failed write's error, kept until a flush.
-struct Failed {
-    error: StoreError,
-    /// Set by the ticket once it has yielded the error to its caller.
-    seen: Arc<AtomicBool>,
-}
-
-/// How many failed writes are remembered between flushes; past this, errors that were
-/// already seen are dropped first, then the newest are (as in SQLite).
-const MAX_REMEMBERED_FAILURES: usize = 1024;
 
 impl MemoryStore {
     /// An empty store.
@@ -113,7 +102,7 @@ impl MemoryStore {
             let mut data = self.lock();
             let result = apply(&mut data);
             if let Err(error) = &result {
-                data.remember(Failed {
+                data.failures.remember(Failed {
                     error: error.clone(),
                     seen: Arc::clone(&seen),
                 });
@@ -130,43 +119,6 @@ impl MemoryStore {
 }
 
 impl Data {
-    fn remember(&mut self, failed: Failed) {
-        if self.failures.len() >= MAX_REMEMBERED_FAILURES {
-            self.failures
-                .retain(|kept| !kept.seen.load(Ordering::Acquire));
-        }
-        if self.failures.len() >= MAX_REMEMBERED_FAILURES {
-            self.discarded += 1;
-        } else {
-            self.failures.push(failed);
-        }
-    }
-
-    /// The oldest failure no ticket has yielded; forgets every remembered failure.
-    fn take_unreported(&mut self) -> Option<StoreError> {
-        let mut oldest = None;
-        let mut others = 0_usize;
-        for failed in self.failures.drain(..) {
-            if failed.seen.load(Ordering::Acquire) {
-                continue;
-            }
-            if oldest.is_none() {
-                oldest = Some(failed.error);
-            } else {
-                others += 1;
-            }
-        }
-        if others > 0 || self.discarded > 0 {
-            tracing::warn!(
-                others,
-                discarded = self.discarded,
-                "flush reports only the oldest unreported write error"
-            );
-        }
-        self.discarded = 0;
-        oldest
-    }
-
     fn create_session(
         &mut self,
         session: NewSession,
@@ -242,28 +194,7 @@ impl Data {
         expected: Option<u64>,
         value: Option<Vec<u8>>,
     ) -> Result<Option<u64>, StoreError> {
-        if key.len() > MAX_KV_KEY_BYTES {
-            return Err(StoreError::Invalid {
-                what: "kv key",
-                detail: format!(
-                    "kv {domain}/{}: the key is {} bytes, the limit is {MAX_KV_KEY_BYTES}",
-                    preview(key),
-                    key.len()
-                ),
-            });
-        }
-        if let Some(value) = &value
-            && value.len() > MAX_KV_VALUE_BYTES
-        {
-            return Err(StoreError::Invalid {
-                what: "kv value",
-                detail: format!(
-                    "kv {domain}/{}: the value is {} bytes, the limit is {MAX_KV_VALUE_BYTES}",
-                    preview(key),
-                    value.len()
-                ),
-            });
-        }
+        check_kv(domain, key, value.as_deref())?;
         let current = self
             .kv
             .get(domain)
@@ -375,48 +306,6 @@ fn as_index(seq: u64) -> usize {
     usize::try_from(seq).unwrap_or(usize::MAX)
 }
 
-/// Checks that `events` carry seqs `start, start + 1, ...`; returns the head after them.
-/// Seqs stay within `i64`, as in SQLite, so both backends accept the same logs.
-fn check_seqs(
-    what: &'static str,
-    session: &SessionId,
-    start: u64,
-    events: &[StoredEvent],
-) -> Result<u64, StoreError> {
-    let invalid = |detail: String| StoreError::Invalid {
-        what,
-        detail: format!("session {session}: {detail}"),
-    };
-    let count = u64::try_from(events.len()).unwrap_or(u64::MAX);
-    let head = start
-        .checked_add(count)
-        .filter(|head| i64::try_from(*head).is_ok())
-        .ok_or_else(|| {
-            invalid(format!(
-                "{count} events from seq {start} overflow the seq range"
-            ))
-        })?;
-    for (seq, (index, event)) in (start..).zip(events.iter().enumerate()) {
-        if event.seq != seq {
-            return Err(invalid(format!(
-                "event #{index} has seq {}, but the events must be numbered {start}, {}, ... without gaps",
-                event.seq,
-                start.saturating_add(1)
-            )));
-        }
-    }
-    Ok(head)
-}
-
-/// The first characters of a key, for messages.
-fn preview(key: &str) -> String {
-    const SHOWN: usize = 64;
-    match key.char_indices().nth(SHOWN) {
-        Some((end, _)) => format!("{}... ({} bytes)", &key[..end], key.len()),
-        None => key.to_owned(),
-    }
-}
-
 impl Store for MemoryStore {
     fn create_session(&self, session: NewSession, events: Vec<StoredEvent>) -> Ticket<Incarnation> {
         self.write(|data| data.create_session(session, events))
@@ -444,7 +333,7 @@ impl Store for MemoryStore {
     fn flush(&self) -> Ticket<()> {
         // A failed flush is itself remembered (by `write`), so dropping its ticket does
         // not lose the error: the next flush reports it.
-        self.write(|data| match data.take_unreported() {
+        self.write(|data| match data.failures.take_unreported("memory") {
             Some(error) => Err(error),
             None => Ok(()),
         })

@@ -65,10 +65,12 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
 use tokio::sync::oneshot;
 
+use crate::checks::{check_kv, check_seqs, preview};
 use crate::error::StoreError;
+use crate::failures::{Failed, Failures};
 use crate::types::{
-    Incarnation, KvEntry, KvPage, MAX_KV_KEY_BYTES, MAX_KV_VALUE_BYTES, NewSession, ReadDirection,
-    ReadRange, SessionQuery, SessionRecord, Store, StoreFuture, StoredEvent, Ticket,
+    Incarnation, KvEntry, KvPage, NewSession, ReadDirection, ReadRange, SessionQuery,
+    SessionRecord, Store, StoreFuture, StoredEvent, Ticket,
 };
 
 /// Where and how a [`SqliteStore`] keeps its data.
@@ -140,16 +142,6 @@ struct Reply<T> {
     seen: Arc<AtomicBool>,
 }
 
-/// A failed write's error, kept until a flush (see "Unreported errors" above).
-struct Failed {
-    error: StoreError,
-    seen: Arc<AtomicBool>,
-}
-
-/// How many failed writes the writer remembers between flushes; past this, errors that
-/// were already seen are dropped first, then the newest are.
-const MAX_REMEMBERED_FAILURES: usize = 1024;
-
 /// A queued write.
 enum Op {
     Create {
@@ -218,8 +210,7 @@ impl SqliteStore {
             conn,
             path: path.clone(),
             max_group_ops: config.max_group_ops.max(1),
-            failures: Vec::new(),
-            discarded: 0,
+            failures: Failures::default(),
         };
         let handle = std::thread::Builder::new()
             .name("ccare-store-writer".into())
@@ -511,10 +502,8 @@ struct Writer {
     conn: Connection,
     path: PathBuf,
     max_group_ops: usize,
-    /// Failed writes since the last flush, oldest first.
-    failures: Vec<Failed>,
-    /// Failures forgotten since the last flush because `failures` was full.
-    discarded: usize,
+    /// Failed writes since the last flush.
+    failures: Failures,
 }
 
 impl Writer {
@@ -525,7 +514,8 @@ impl Writer {
             self.group(first, queue);
         }
         tracing::debug!(path = %self.path.display(), "sqlite writer stopped");
-        self.take_unreported()
+        self.failures
+            .take_unreported(&self.path.display().to_string())
     }
 
     /// Applies `first` and whatever is already queued behind it in one transaction,
@@ -611,7 +601,11 @@ impl Writer {
                 Done::Append(reply, result) => deliver(reply, failed("append").map_or(result, Err)),
                 Done::KvCas(reply, result) => deliver(reply, failed("kv_cas").map_or(result, Err)),
                 Done::Flush(reply) => {
-                    let result = match self.take_unreported().or_else(|| failed("flush")) {
+                    let result = match self
+                        .failures
+                        .take_unreported(&self.path.display().to_string())
+                        .or_else(|| failed("flush"))
+                    {
                         Some(err) => Err(err),
                         None => Ok(()),
                     };
@@ -619,43 +613,9 @@ impl Writer {
                 }
             };
             if let Some(failed) = failed_write {
-                self.remember(failed);
+                self.failures.remember(failed);
             }
         }
-    }
-
-    fn remember(&mut self, failed: Failed) {
-        if self.failures.len() >= MAX_REMEMBERED_FAILURES {
-            self.failures
-                .retain(|kept| !kept.seen.load(Ordering::Acquire));
-        }
-        if self.failures.len() >= MAX_REMEMBERED_FAILURES {
-            self.discarded += 1;
-        } else {
-            self.failures.push(failed);
-        }
-    }
-
-    /// The oldest failure no ticket has yielded; forgets every remembered failure.
-    fn take_unreported(&mut self) -> Option<StoreError> {
-        let mut oldest = None;
-        let mut others = 0_usize;
-        for failed in self.failures.drain(..) {
-            if failed.seen.load(Ordering::Acquire) {
-                continue;
-            }
-            if oldest.is_none() {
-                oldest = Some(failed.error);
-            } else {
-                others += 1;
-                tracing::warn!(path = %self.path.display(), error = %failed.error, "unreported write error superseded by an older one");
-            }
-        }
-        if others > 0 || self.discarded > 0 {
-            tracing::warn!(path = %self.path.display(), others, discarded = self.discarded, "flush reports only the oldest unreported write error");
-        }
-        self.discarded = 0;
-        oldest
     }
 }
 
@@ -737,39 +697,6 @@ fn apply(conn: &Connection, op: Op) -> (Done, Option<GroupFailure>) {
     }
 }
 
-/// Checks that `events` carry seqs `start, start + 1, ...`; returns the head after them.
-fn check_seqs(
-    what: &'static str,
-    session: &SessionId,
-    start: u64,
-    events: &[StoredEvent],
-) -> Result<u64, StoreError> {
-    let invalid = |detail: String| StoreError::Invalid {
-        what,
-        detail: format!("session {session}: {detail}"),
-    };
-    let count = u64::try_from(events.len()).unwrap_or(u64::MAX);
-    let head = start
-        .checked_add(count)
-        .filter(|head| i64::try_from(*head).is_ok())
-        .ok_or_else(|| {
-            invalid(format!(
-                "{count} events from seq {start} overflow the seq range"
-            ))
-        })?;
-    for (seq, (index, event)) in (start..).zip(events.iter().enumerate()) {
-        if event.seq != seq {
-            return Err(invalid(format!(
-                "event #{index} has seq {}, but the events must be numbered {start}, {}, ... without gaps",
-                event.seq,
-                start.saturating_add(1)
-            )));
-        }
-    }
-    Ok(head)
-}
-
-/// A seq or count as SQLite's signed integer; callers checked the range already.
 fn sql_int(value: u64) -> i64 {
     i64::try_from(value).unwrap_or(i64::MAX)
 }
@@ -881,15 +808,6 @@ fn append(
     Ok(Ok(head_after))
 }
 
-/// The first characters of a key, for messages.
-fn preview(key: &str) -> String {
-    const SHOWN: usize = 64;
-    match key.char_indices().nth(SHOWN) {
-        Some((end, _)) => format!("{}... ({} bytes)", &key[..end], key.len()),
-        None => key.to_owned(),
-    }
-}
-
 fn kv_cas(
     conn: &Connection,
     domain: &str,
@@ -897,27 +815,8 @@ fn kv_cas(
     expected: Option<u64>,
     value: Option<Vec<u8>>,
 ) -> Applied<Option<u64>> {
-    if key.len() > MAX_KV_KEY_BYTES {
-        return Ok(Err(StoreError::Invalid {
-            what: "kv key",
-            detail: format!(
-                "kv {domain}/{}: the key is {} bytes, the limit is {MAX_KV_KEY_BYTES}",
-                preview(key),
-                key.len()
-            ),
-        }));
-    }
-    if let Some(value) = &value
-        && value.len() > MAX_KV_VALUE_BYTES
-    {
-        return Ok(Err(StoreError::Invalid {
-            what: "kv value",
-            detail: format!(
-                "kv {domain}/{}: the value is {} bytes, the limit is {MAX_KV_VALUE_BYTES}",
-                preview(key),
-                value.len()
-            ),
-        }));
+    if let Err(invalid) = check_kv(domain, key, value.as_deref()) {
+        return Ok(Err(invalid));
     }
     let stored = conn
         .prepare_cached("SELECT version FROM kv WHERE domain = ?1 AND key = ?2")?
