@@ -66,7 +66,10 @@ fn notice(text: &str, metrics: &ContextCareMetrics) -> Message {
 }
 
 impl StatusNotice {
-    fn render(&self, messages: &[Message]) -> Result<(String, ContextCareMetrics), HookError> {
+    fn render<'m>(
+        &self,
+        messages: impl IntoIterator<Item = &'m Message>,
+    ) -> Result<(String, ContextCareMetrics), HookError> {
         let metrics = match &self.route {
             Some(route) => sample(&self.config, route, messages)
                 .map_err(|failure| HookError::new(failure.to_string()))?,
@@ -98,20 +101,20 @@ impl BoundaryContributor for StatusNotice {
                 .rev()
                 .find(|derived| is_state(&derived.message))
                 .and_then(|derived| first_text(&derived.message).map(str::to_owned));
-            let mut messages: Vec<Message> = view
-                .messages
-                .iter()
-                .map(|derived| (*derived.message).clone())
-                .collect();
-            messages.extend(context.entered.iter().cloned());
+            let batch = || {
+                view.messages
+                    .iter()
+                    .map(|derived| &*derived.message)
+                    .chain(context.entered.iter())
+            };
             // Price the exact notice (CC-NTC-2, CC-DEF-4): sample without it, then with
             // it; the second text is what the model will see.
-            let (first, metrics) = self.render(&messages)?;
+            let (first, metrics) = self.render(batch())?;
             if first.is_empty() {
                 return Ok(Vec::new());
             }
-            messages.push(notice(&first, &metrics));
-            let (text, metrics) = self.render(&messages)?;
+            let draft = notice(&first, &metrics);
+            let (text, metrics) = self.render(batch().chain(std::iter::once(&draft)))?;
             if text.is_empty() || last.as_deref() == Some(text.as_str()) {
                 return Ok(Vec::new());
             }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use ccare_agent::controls::context_care_catalog;
 use ccare_agent::{HookContext, Plugin, PluginScope, RequestGate};
-use ccare_core::{FailureCode, LlmFailure, Locale, Message};
+use ccare_core::{FailureCode, LlmFailure, Locale};
 use ccare_llm::{PreparedCall, Purpose, Route};
 use ccare_meter::{Meter, MeterConfig};
 use serde_json::{Value, json};
@@ -159,12 +159,6 @@ impl RequestGate for BudgetGate {
         let pricer = frozen
             .pricer(&meter)
             .map_err(|error| LlmFailure::new(FailureCode::Unknown, error.to_string()))?;
-        let messages: Vec<Message> = call
-            .config
-            .messages
-            .iter()
-            .map(|message| (*message.message).clone())
-            .collect();
         let tools: Value = if call.config.tools.is_empty() {
             Value::Null
         } else {
@@ -183,7 +177,11 @@ impl RequestGate for BudgetGate {
             )
         };
         let price = pricer
-            .request(call.config.system.as_deref(), &messages, &tools)
+            .request(
+                call.config.system.as_deref(),
+                call.config.messages.iter().map(|message| &*message.message),
+                &tools,
+            )
             .map_err(|error| LlmFailure::new(FailureCode::Unknown, error.to_string()))?;
         match preflight(price.q(), Some(&budget)) {
             Preflight::Dispatch => Ok(()),

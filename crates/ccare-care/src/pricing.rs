@@ -846,14 +846,14 @@ impl Pricer<'_> {
     }
 
     /// CC-PRC-2 `priceRequest = price([system?, …messages]) + tools`.
-    pub fn request(
+    pub fn request<'m>(
         &self,
         system: Option<&str>,
-        messages: &[Message],
+        messages: impl IntoIterator<Item = &'m Message>,
         tools: &Value,
     ) -> Result<RequestPrice, PricingError> {
         let messages = messages
-            .iter()
+            .into_iter()
             .map(|message| self.message(message))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(RequestPrice {

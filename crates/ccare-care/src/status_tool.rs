@@ -83,15 +83,10 @@ impl Tool for StatusTool {
                     "context_status was cancelled before it ran.",
                 ));
             }
-            let messages: Vec<Message> = context
-                .session
-                .derived_view()
-                .messages
-                .iter()
-                .map(|message| (*message.message).clone())
-                .collect();
+            let view = context.session.derived_view();
+            let messages = view.messages.iter().map(|derived| &*derived.message);
             let metrics = match route {
-                Some(route) => sample(&config, &route, &messages)?,
+                Some(route) => sample(&config, &route, messages)?,
                 None => ContextCareMetrics::UNKNOWN,
             };
             let text = render_status(
@@ -147,10 +142,10 @@ fn kind_of(value: &Value) -> &'static str {
 
 /// Prices the surface on the route and samples both metrics. An invalid budget on the
 /// route counts as unknown capacity (the request gate reports it as an error).
-pub(crate) fn sample(
+pub(crate) fn sample<'m>(
     config: &CareConfig,
     route: &RouteSnapshot,
-    messages: &[Message],
+    messages: impl IntoIterator<Item = &'m Message>,
 ) -> Result<ContextCareMetrics, ToolFailure> {
     let Ok(budget) = resolve(
         config,
