@@ -98,6 +98,19 @@ pub(crate) struct ActiveTurn {
     pub(crate) cancelled_at: Option<u64>,
 }
 
+impl ActiveTurn {
+    /// Cancels the turn; the first cause (and its keep-inbox choice) wins, later
+    /// cancels join it (H-CANCEL-1).
+    fn cancel(&mut self, cause: CancelCause, keep_inbox: bool, position: u64) {
+        if self.cause.is_none() {
+            self.cause = Some(cause);
+            self.keep_inbox = keep_inbox;
+            self.cancelled_at = Some(position);
+        }
+        self.token.cancel();
+    }
+}
+
 pub(crate) struct State {
     pub(crate) inbox: Inbox,
     pub(crate) running: bool,
@@ -354,14 +367,7 @@ impl Agent {
             let position = state.inbox.next_id();
             let mut dropped_now = false;
             match &mut state.active {
-                Some(active) => {
-                    if active.cause.is_none() {
-                        active.cause = Some(cause);
-                        active.keep_inbox = keep_inbox;
-                        active.cancelled_at = Some(position);
-                    }
-                    active.token.cancel();
-                }
+                Some(active) => active.cancel(cause, keep_inbox, position),
                 None => dropped_now = !keep_inbox,
             }
             if dropped_now {
@@ -462,12 +468,7 @@ impl Agent {
         let mut state = self.inner.state.lock();
         let position = state.inbox.next_id();
         if let Some(active) = &mut state.active {
-            if active.cause.is_none() {
-                active.cause = Some(cause);
-                active.keep_inbox = true;
-                active.cancelled_at = Some(position);
-            }
-            active.token.cancel();
+            active.cancel(cause, true, position);
         }
     }
 
