@@ -144,6 +144,21 @@ impl Translator {
         }
     }
 
+    /// Reads one SSE event: a chunk payload, or `[DONE]`, which ends the response.
+    /// Returns whether the response ended.
+    pub(crate) fn sse_event(
+        &mut self,
+        event: &crate::sse::SseEvent,
+        out: &mut Vec<Chunk>,
+    ) -> Result<bool, LlmFailure> {
+        if event.is_done() {
+            self.end(event.line, out)?;
+            return Ok(true);
+        }
+        self.event(&event.data, event.line, out)?;
+        Ok(false)
+    }
+
     /// Reads one `data:` payload (not `[DONE]`) that started at SSE line `line`.
     pub(crate) fn event(
         &mut self,

@@ -303,22 +303,20 @@ impl Inner {
                     .await;
             }
             for event in events.drain(..) {
-                let step = if event.is_done() {
-                    ended = true;
-                    translator.end(event.line, &mut chunks)
-                } else {
-                    translator.event(&event.data, event.line, &mut chunks)
-                };
-                if let Err(failure) = step {
-                    for chunk in chunks.drain(..) {
-                        if !out.send(chunk).await {
-                            return Finish::Aborted;
-                        }
+                match translator.sse_event(&event, &mut chunks) {
+                    Ok(false) => {}
+                    Ok(true) => {
+                        ended = true;
+                        break;
                     }
-                    return self.fail_keeping_usage(&mut translator, out, failure).await;
-                }
-                if ended {
-                    break;
+                    Err(failure) => {
+                        for chunk in chunks.drain(..) {
+                            if !out.send(chunk).await {
+                                return Finish::Aborted;
+                            }
+                        }
+                        return self.fail_keeping_usage(&mut translator, out, failure).await;
+                    }
                 }
             }
             if ended
@@ -416,27 +414,29 @@ pub fn decode_stream<'a>(
     let protocol = |error: crate::sse::SseError| {
         LlmFailure::new(FailureCode::StreamProtocol, error.to_string())
     };
-    for piece in pieces {
-        parser.feed(piece, &mut events).map_err(protocol)?;
+    let mut pieces = pieces.into_iter();
+    loop {
+        let end_line = parser.line() + 1;
+        let last = match pieces.next() {
+            Some(piece) => {
+                parser.feed(piece, &mut events).map_err(protocol)?;
+                false
+            }
+            None => {
+                parser.finish(&mut events).map_err(protocol)?;
+                true
+            }
+        };
         for event in events.drain(..) {
-            if event.is_done() {
-                translator.end(event.line, &mut chunks)?;
+            if translator.sse_event(&event, &mut chunks)? {
                 return Ok(chunks);
             }
-            translator.event(&event.data, event.line, &mut chunks)?;
         }
-    }
-    let end_line = parser.line() + 1;
-    parser.finish(&mut events).map_err(protocol)?;
-    for event in events.drain(..) {
-        if event.is_done() {
-            translator.end(event.line, &mut chunks)?;
+        if last {
+            translator.end(end_line, &mut chunks)?;
             return Ok(chunks);
         }
-        translator.event(&event.data, event.line, &mut chunks)?;
     }
-    translator.end(end_line, &mut chunks)?;
-    Ok(chunks)
 }
 
 fn transport_failure(endpoint: &str, error: &reqwest::Error) -> Finish {
