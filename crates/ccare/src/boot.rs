@@ -17,7 +17,10 @@ use crate::home::Home;
 pub(crate) struct Booted {
     pub(crate) host: Arc<Host>,
     pub(crate) options: AgentOptions,
-    /// Token counts for the conversation route (exact when it has a tokenizer).
+    /// The conversation route's meter, loaded at start-up so a bad tokenizer stops
+    /// the start (H-TOK-3). Never read: holding it keeps the tokenizer in the meter's
+    /// process-wide cache (weak references), so the meters context-care builds per
+    /// request share this one load instead of reloading the file.
     #[allow(dead_code)]
     pub(crate) meter: ccare_meter::Meter,
 }
