@@ -6,7 +6,7 @@
 //!
 //! [`CharCounts`] also counts four features of the text's structure, and
 //! [`StructureWeights`] weigh them. They are zero by default, so the default estimate is
-//! exactly the spec formula (`tests/spec_default.rs` checks it against figures recorded
+//! exactly the spec formula (`tests/it/spec_default.rs` checks it against figures recorded
 //! before they existed). With them the estimate becomes
 //!
 //! `ceil(w_cjk·cjk + w_ascii·ascii_alnum + w_other·other + w_group·digit_groups
@@ -25,7 +25,7 @@
 //! JSON by 14% on the corpus, and by 15–17% on samples held out of the fit.
 //!
 //! [`HeuristicWeights::deepseek_v4`] adds the four structure weights, fitted on the
-//! bundled corpus (`tests/accuracy.rs`, `CCARE_FIT=1`) by minimising the largest
+//! bundled corpus (`tests/it/accuracy.rs`, `CCARE_FIT=1`) by minimising the largest
 //! category mean absolute relative error on a 0.01 grid:
 //!
 //! | weight | per | value |
@@ -348,7 +348,7 @@ impl HeuristicWeights {
     }
 
     /// A preset fitted to the DeepSeek-V4 tokenizer on the bundled corpus
-    /// (`crates/ccare-meter/corpus`, four categories; see `tests/accuracy.rs`):
+    /// (`crates/ccare-meter/corpus`, four categories; see `tests/it/accuracy.rs`):
     /// `0.60 / 0.06 / 0.19` per CJK, ASCII alnum and other character, plus 1.05 per
     /// group of up to three digits, 0.74 per word, 0.70 per run of other characters and
     /// 1.03 per line feed.
@@ -453,7 +453,7 @@ impl HeuristicWeights {
 }
 
 /// Per-character weights of [`HeuristicWeights::deepseek_v4`]. Fitted by
-/// `tests/accuracy.rs` (`CCARE_FIT=1`, "With structure weights (seven weights), fitted
+/// `tests/it/accuracy.rs` (`CCARE_FIT=1`, "With structure weights (seven weights), fitted
 /// on all samples"): see the module docs.
 const DEEPSEEK_V4: [f64; 3] = [0.60, 0.06, 0.19];
 

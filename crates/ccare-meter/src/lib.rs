@@ -39,7 +39,7 @@
 //! ```
 //!
 //! The bundled corpus (`corpus/`, four categories: Chinese prose, English prose, Rust
-//! code, JSON tool output) and `tests/accuracy.rs` measure the heuristic against the
+//! code, JSON tool output) and `tests/it/accuracy.rs` measure the heuristic against the
 //! DeepSeek-V4 tokenizer; `scripts/fetch-tokenizer.sh` installs that tokenizer.
 
 #![deny(missing_docs)]

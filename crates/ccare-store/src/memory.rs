@@ -8,7 +8,7 @@
 //! that is already resolved, so writes are ordered at call time (H-STORE-4) and
 //! "durable" means "visible to every later read of this store". The checks and
 //! results match [`SqliteStore`](crate::SqliteStore) operation for operation, and the
-//! conformance suite (`tests/conformance/`) runs on both:
+//! conformance suite (`tests/it/conformance/`) runs on both:
 //!
 //! - `append` writes only at the stored head (`Conflict` otherwise, H-STORE-1) and
 //!   only events numbered `expected_seq, expected_seq + 1, ...` (`Invalid` otherwise);

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod conformance;
+use crate::conformance;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -732,7 +732,7 @@ fn h_store_4_flush_survives_process_abort() {
     let path = dir.path().join("crash.db");
     let output = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
-            "h_store_4_flush_survives_process_abort",
+            "sqlite::h_store_4_flush_survives_process_abort",
             "--exact",
             "--nocapture",
             "--test-threads=1",

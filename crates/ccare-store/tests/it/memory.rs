@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-mod conformance;
+use crate::conformance;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 

@@ -141,7 +141,7 @@ async fn h_test_4_sigkill_loses_no_acknowledged_event() {
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
-                "crash_child_entry",
+                "crash::crash_child_entry",
                 "--nocapture",
                 "--test-threads=1",
             ])

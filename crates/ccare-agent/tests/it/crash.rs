@@ -239,7 +239,7 @@ fn run_and_kill(scenario: &str, dir: &Path) -> u64 {
     let mut child = Command::new(exe)
         .args([
             "--exact",
-            "crash_child_entry",
+            "crash::crash_child_entry",
             "--nocapture",
             "--test-threads=1",
         ])

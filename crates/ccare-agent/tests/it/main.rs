@@ -1,0 +1,10 @@
+//! `ccare-agent` integration tests, one test binary (each link of the whole stack costs
+//! disk and minutes on two cores); every module is one area, its doc says which.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod agent_loop;
+mod controls;
+mod crash;
+mod domains;
+mod tools;

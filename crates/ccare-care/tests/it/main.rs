@@ -1,0 +1,13 @@
+//! `ccare-care` integration tests, one test binary (each link of the whole stack costs
+//! disk and minutes on two cores); every module is one area, its doc says which.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod budget;
+mod config;
+mod hysteresis;
+mod metrics;
+mod notice;
+mod plugin;
+mod pricing;
+mod status;

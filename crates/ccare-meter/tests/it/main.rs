@@ -1,0 +1,10 @@
+//! `ccare-meter` integration tests, one test binary (each link of the whole stack costs
+//! disk and minutes on two cores); every module is one area, its doc says which.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+/// Needs the exact tokenizer (feature `exact`, on in a workspace build).
+#[cfg(feature = "exact")]
+mod accuracy;
+mod properties;
+mod spec_default;

@@ -1,0 +1,8 @@
+//! `ccare-store` integration tests, one test binary (each link of the whole stack costs
+//! disk and minutes on two cores); every module is one area, its doc says which.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod conformance;
+mod memory;
+mod sqlite;
