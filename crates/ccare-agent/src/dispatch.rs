@@ -147,6 +147,7 @@ pub(crate) async fn run_tools(
                         turn,
                         step,
                         cancel: token.clone(),
+                        inbox: crate::tool::Injector::new(agent.clone()),
                     };
                     let timeout = tool.def().timeout_ms.map(Duration::from_millis);
                     let semaphore = Arc::clone(&semaphore);

@@ -277,14 +277,69 @@ pub trait RequestSegment: Send + Sync + 'static {
 /// on this machine. The attempt is logged as failed with that failure and the
 /// request-error hooks run, exactly as if the provider had answered with it (so an
 /// overflow-recovery hook can make room and retry). Context care's hard input budget
-/// (CC-BUD-6, `REQUEST_BUDGET_EXCEEDED`) is the reason this exists.
+/// (CC-BUD-6, `REQUEST_BUDGET_EXCEEDED`) and its request journal (CC-JNL-2) are the
+/// reasons this exists.
+///
+/// For every call the kernel runs `check` on each gate in registration order until one
+/// refuses, then tells every gate how the call ended: `not_dispatched` (some gate
+/// refused, or the call could not be handed off), or `dispatched` followed by exactly
+/// one `settled` once the attempt's outcome is in the log.
 pub trait RequestGate: Send + Sync + 'static {
-    /// `Err(failure)` refuses the request.
-    fn check(
-        &self,
-        context: &HookContext,
-        call: &ccare_llm::PreparedCall,
-    ) -> Result<(), LlmFailure>;
+    /// `Err(failure)` refuses the request. May await (e.g. to make a record durable
+    /// before the decision).
+    fn check<'a>(
+        &'a self,
+        context: &'a HookContext,
+        call: &'a ccare_llm::PreparedCall,
+    ) -> BoxFuture<'a, Result<(), LlmFailure>>;
+
+    /// Every gate passed and the call is being handed to the provider.
+    fn dispatched(&self, _context: &HookContext, _call: &ccare_llm::PreparedCall) {}
+
+    /// The call was not handed off: `failure` says why.
+    fn not_dispatched(&self, _context: &HookContext, _call_id: &str, _failure: &LlmFailure) {}
+
+    /// A dispatched call's attempt is settled and logged.
+    fn settled(&self, _context: &HookContext, _settlement: &Settlement) {}
+}
+
+/// How a dispatched attempt ended, as logged (CC-JNL-2 `settled`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settlement {
+    /// The call.
+    pub call_id: String,
+    /// The attempt, from 1.
+    pub attempt: u32,
+    /// What came of it.
+    pub outcome: SettledOutcome,
+    /// The seq of the event that records it.
+    pub event_seq: u64,
+    /// That event's type: `assistant/message` or `assistant/attempt`.
+    pub event_type: &'static str,
+    /// What the provider reported, if anything.
+    pub usage: Option<ccare_core::TokenUsage>,
+}
+
+/// The outcome of a dispatched attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SettledOutcome {
+    /// A complete reply.
+    Completed,
+    /// The provider or the stream failed.
+    Failed,
+    /// Cancelled; any visible output was kept as an interrupted message.
+    Interrupted,
+}
+
+impl SettledOutcome {
+    /// `completed`, `failed` or `interrupted`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SettledOutcome::Completed => "completed",
+            SettledOutcome::Failed => "failed",
+            SettledOutcome::Interrupted => "interrupted",
+        }
+    }
 }
 
 /// A registered hook with its owner.

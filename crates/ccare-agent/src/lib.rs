@@ -28,11 +28,13 @@ mod turn;
 pub use agent::{Agent, AgentOptions, CancelCause, LiveChunk};
 pub use hooks::{
     BoundaryContext, BoundaryContributor, HookContext, HookError, IdleHook, PreStepDecision,
-    PreStepHook, PreStepInput, PreStepNext, RequestErrorDecision, RequestErrorHook, RequestGate,
+    PreStepHook, PreStepInput, PreStepNext, RequestErrorDecision, RequestErrorHook, RequestGate, Settlement, SettledOutcome,
     RequestHook, RequestSegment, StreamContext, StreamObserver, StreamVerdict, TurnStoppingHook,
 };
 pub use host::{Host, HostError, Plugin, PluginScope, SystemSection};
 pub use inbox::{Entry, Target};
-pub use tool::{BoxFuture, Concurrency, Tool, ToolContext, ToolDef, ToolFailure, ToolOutcome};
+pub use tool::{
+    BoxFuture, Concurrency, Injector, Tool, ToolContext, ToolDef, ToolFailure, ToolOutcome,
+};
 pub use toolbox::ToolboxError;
 pub use turn::ABORTED_BEFORE_DISPATCH;

@@ -52,6 +52,32 @@ pub struct ToolContext {
     pub step: u32,
     /// Fires when the turn is cancelled; a long body should stop early.
     pub cancel: CancellationToken,
+    /// Queues messages into the agent's durable inbox (e.g. `context_rest`).
+    pub inbox: Injector,
+}
+
+/// Queues a message into the calling agent's durable inbox as an inject: entered at
+/// the next step after the tool batch settles, without waking an idle agent.
+#[derive(Clone, Default)]
+pub struct Injector {
+    agent: Option<crate::agent::Agent>,
+}
+
+impl Injector {
+    pub(crate) fn new(agent: crate::agent::Agent) -> Self {
+        Self { agent: Some(agent) }
+    }
+
+    /// An injector for a call run outside any agent (a tool driven directly, as in
+    /// tests): every inject is refused.
+    pub fn detached() -> Self {
+        Self::default()
+    }
+
+    /// Queues `message`; returns its inbox id, or `None` when the call has no agent.
+    pub fn inject(&self, message: ccare_core::Message) -> Option<u64> {
+        self.agent.as_ref().map(|agent| agent.inject(message))
+    }
 }
 
 /// Why a call failed, as the model will read it.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use ccare_core::kinds::{
     AssistantMessage, StepEnd, StepStart, TurnEndReason, TurnStart, UserMessage,
 };
-use ccare_core::{EventData, EventDraft, LlmFailure, Message, Source, SurfaceOp};
+use ccare_core::{EventData, EventDraft, FailureCode, LlmFailure, Message, Source, SurfaceOp};
 use ccare_llm::{Assembled, Assembler, Chunk, Finish, PreparedCall};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
@@ -23,7 +23,7 @@ use ccare_llm::RequestMessage;
 
 use crate::hooks::{
     BoundaryContext, HookContext, PreStepDecision, PreStepInput, RequestErrorDecision,
-    StreamContext, StreamVerdict,
+    SettledOutcome, Settlement, StreamContext, StreamVerdict,
 };
 use crate::inbox::Entry;
 use crate::request::{build_call, log_delta, log_request, same_messages};
@@ -365,15 +365,19 @@ async fn request_step(
             }
             return Err(stop);
         }
-        let refused = hooks.gates.iter().find_map(|gate| {
-            gate.hook
-                .check(context, &call)
-                .err()
-                .map(|failure| failure.on_route(&call.route.provider, &call.route.model))
-        });
+        let mut refused = None;
+        for gate in &hooks.gates {
+            if let Err(failure) = gate.hook.check(context, &call).await {
+                refused = Some(failure.on_route(&call.route.provider, &call.route.model));
+                break;
+            }
+        }
         let call_id = call.call_id.clone();
         let streamed = match refused {
             Some(failure) => {
+                for gate in &hooks.gates {
+                    gate.hook.not_dispatched(context, &call_id, &failure);
+                }
                 append(
                     agent,
                     attempt_draft(
@@ -389,10 +393,24 @@ async fn request_step(
                 flush(agent).await?;
                 Ok(Streamed::Failed(failure))
             }
-            None => {
-                flush(agent).await?;
-                stream_call(agent, turn, step, attempt, call, hooks).await
-            }
+            None => match flush(agent).await {
+                Ok(()) => {
+                    for gate in &hooks.gates {
+                        gate.hook.dispatched(context, &call);
+                    }
+                    stream_call(agent, context, attempt, call, hooks).await
+                }
+                Err(stop) => {
+                    let failure = LlmFailure::new(
+                        FailureCode::Unknown,
+                        "the session log could not be flushed before dispatch",
+                    );
+                    for gate in &hooks.gates {
+                        gate.hook.not_dispatched(context, &call_id, &failure);
+                    }
+                    Err(stop)
+                }
+            },
         };
         let answered = matches!(streamed, Ok(Streamed::Done { .. }));
         for segment in &reserved {
@@ -433,12 +451,12 @@ enum Streamed {
 /// produced: `assistant/message` (complete or interrupted) or `assistant/attempt`.
 async fn stream_call(
     agent: &Agent,
-    turn: u32,
-    step: u32,
+    context: &HookContext,
     attempt: u32,
     call: PreparedCall,
     hooks: &crate::hooks::Hooks,
 ) -> StepResult<Streamed> {
+    let (turn, step) = (context.turn, context.step);
     let route = call.route.clone();
     let call_id = call.call_id.clone();
     let stream_context = StreamContext {
@@ -494,7 +512,7 @@ async fn stream_call(
         None => assembler.finish(),
     };
     let usage = assembled.usage;
-    match assembled.finish.clone() {
+    let (streamed, event, outcome) = match assembled.finish.clone() {
         finish @ (Finish::Stop | Finish::Length | Finish::ToolCalls) => {
             let message = assembled.message();
             let event = append(
@@ -502,7 +520,7 @@ async fn stream_call(
                 typed(&AssistantMessage {
                     turn,
                     step,
-                    call_id,
+                    call_id: call_id.clone(),
                     provider: route.provider.clone(),
                     model: route.model.clone(),
                     message: message.clone(),
@@ -519,25 +537,26 @@ async fn stream_call(
                 .lock()
                 .origins
                 .insert(event.seq(), Some(Arc::from(route.provider.as_str())));
-            Ok(Streamed::Done {
+            let streamed = Streamed::Done {
                 message: Box::new(message),
                 finish,
-            })
+            };
+            (streamed, event, SettledOutcome::Completed)
         }
         Finish::Aborted => {
             let visible = assembled.visible_prefix();
-            if visible.content.is_empty() {
+            let event = if visible.content.is_empty() {
                 append(
                     agent,
                     attempt_draft(turn, step, &call_id, attempt, "aborted", None, records)?,
-                )?;
+                )?
             } else {
                 let event = append(
                     agent,
                     typed(&AssistantMessage {
                         turn,
                         step,
-                        call_id,
+                        call_id: call_id.clone(),
                         provider: route.provider.clone(),
                         model: route.model.clone(),
                         message: visible,
@@ -554,32 +573,50 @@ async fn stream_call(
                     .lock()
                     .origins
                     .insert(event.seq(), Some(Arc::from(route.provider.as_str())));
-            }
-            Ok(Streamed::Aborted)
+                event
+            };
+            (Streamed::Aborted, event, SettledOutcome::Interrupted)
         }
         Finish::Error { failure } => {
             if agent.turn_token().is_cancelled() {
-                append(
+                let event = append(
                     agent,
                     attempt_draft(turn, step, &call_id, attempt, "aborted", None, records)?,
                 )?;
-                return Ok(Streamed::Aborted);
+                (Streamed::Aborted, event, SettledOutcome::Interrupted)
+            } else {
+                let event = append(
+                    agent,
+                    attempt_draft(
+                        turn,
+                        step,
+                        &call_id,
+                        attempt,
+                        "failed",
+                        Some(&failure),
+                        records,
+                    )?,
+                )?;
+                (Streamed::Failed(failure), event, SettledOutcome::Failed)
             }
-            append(
-                agent,
-                attempt_draft(
-                    turn,
-                    step,
-                    &call_id,
-                    attempt,
-                    "failed",
-                    Some(&failure),
-                    records,
-                )?,
-            )?;
-            Ok(Streamed::Failed(failure))
         }
+    };
+    let settlement = Settlement {
+        call_id,
+        attempt,
+        outcome,
+        event_seq: event.seq(),
+        event_type: if event.kind() == ccare_core::kinds::ASSISTANT_MESSAGE {
+            ccare_core::kinds::ASSISTANT_MESSAGE
+        } else {
+            ccare_core::kinds::ASSISTANT_ATTEMPT
+        },
+        usage,
+    };
+    for gate in &hooks.gates {
+        gate.hook.settled(context, &settlement);
     }
+    Ok(streamed)
 }
 
 fn attempt_draft(

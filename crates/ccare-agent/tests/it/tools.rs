@@ -11,7 +11,7 @@ use ccare_agent::tools::{
     FileLimits, ListFiles, PathPurpose, ReadFile, SessionSearch, Workspace, WriteFile,
     builtin_tools,
 };
-use ccare_agent::{Concurrency, Tool, ToolContext, ToolOutcome};
+use ccare_agent::{Concurrency, Injector, Tool, ToolContext, ToolOutcome};
 use ccare_core::kinds::*;
 use ccare_core::*;
 use ccare_llm::CancellationToken;
@@ -67,6 +67,7 @@ impl Fixture {
             turn: 1,
             step: 1,
             cancel: CancellationToken::new(),
+            inbox: Injector::detached(),
         }
     }
 
