@@ -565,6 +565,12 @@ impl Controls {
         self.inner.read_row(session).await
     }
 
+    /// Whether the session's row was read (successfully or not) since it was last
+    /// unloaded.
+    pub fn is_loaded(&self, session: &SessionId) -> bool {
+        self.inner.state.read().sessions.contains_key(session)
+    }
+
     /// Forgets a session's in-memory controls (the session closed); it reports
     /// `storage-unavailable` until loaded again.
     pub fn unload(&self, session: &SessionId) {

@@ -148,6 +148,7 @@ pub(crate) async fn run_tools(
                         step,
                         cancel: token.clone(),
                         inbox: crate::tool::Injector::new(agent.clone()),
+                        clock: Arc::clone(&agent.inner.clock),
                     };
                     let timeout = tool.def().timeout_ms.map(Duration::from_millis);
                     let semaphore = Arc::clone(&semaphore);

@@ -214,6 +214,11 @@ impl PluginScope<'_> {
         self.host.domains.for_owner(&self.owner)
     }
 
+    /// The host's per-session rule controls (RC-*, CC-CTL), to consult at run time.
+    pub fn controls(&self) -> Controls {
+        self.host.controls.clone()
+    }
+
     /// Registers a controls source owned by this plugin (RC-1); removed on unmount.
     pub fn control_source(&mut self, mut source: ControlSource) -> Result<(), String> {
         source.plugin = Some(self.owner.clone());

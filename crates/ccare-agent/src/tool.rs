@@ -54,6 +54,8 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Queues messages into the agent's durable inbox (e.g. `context_rest`).
     pub inbox: Injector,
+    /// The host's one source of time (H-GEN-1).
+    pub clock: std::sync::Arc<dyn ccare_core::Clock>,
 }
 
 /// Queues a message into the calling agent's durable inbox as an inject: entered at
@@ -72,6 +74,11 @@ impl Injector {
     /// tests): every inject is refused.
     pub fn detached() -> Self {
         Self::default()
+    }
+
+    /// Whether the call runs inside an agent, so that [`Injector::inject`] queues.
+    pub fn is_attached(&self) -> bool {
+        self.agent.is_some()
     }
 
     /// Queues `message`; returns its inbox id, or `None` when the call has no agent.

@@ -76,6 +76,14 @@ fn failure_value(failure: &LlmFailure) -> Value {
 
 /// Runs one turn opened by `opening` and returns how it ended (already logged).
 pub(crate) async fn run_turn(agent: &Agent, opening: Entry) -> TurnEndReason {
+    // Controls are read before the first turn even when the caller never restored the
+    // inbox, so no rule reports `storage-unavailable` merely for not being read yet.
+    let controls = &agent.inner.host.controls;
+    if !controls.is_loaded(agent.inner.session.id())
+        && let Err(error) = controls.load(agent.inner.session.id()).await
+    {
+        tracing::warn!(session = %agent.inner.session.id(), %error, "controls unavailable");
+    }
     let turn = agent.inner.session.with_log(|log| log.state().last_turn) + 1;
     let reason = match turn_body(agent, turn, opening).await {
         Ok(reason) | Err(Stop::End(reason)) => reason,

@@ -11,6 +11,9 @@
 //!   phase and budget kind of a request, and the local refusal at ready (CC-BUD-1..6).
 //! - [`hysteresis`]: the per-session controller that arms at `S` and releases below `L`
 //!   (CC-HYS-1).
+//! - [`range`]: the rest range, its balanced summary candidates and their ranking
+//!   (CC-MNT-2..4); [`range_nodes`] turns a session's surface into its nodes and gives
+//!   the deep rest's clear range (CC-DEEP-1).
 //! - [`texts`]: the model-visible texts in `en` and `zh` (CC-GEN-2, CC-GEN-3) and the
 //!   status text (CC-NTC-3, CC-NTC-4).
 //!
@@ -20,9 +23,10 @@
 //! [`hysteresis::HysteresisController`] decides whether automatic maintenance runs; at
 //! ready, [`budget::preflight`] decides whether the adapter is called at all.
 //!
-//! This crate does not read files, touch the session log, call providers or register
-//! anything with the host: the plugin wiring (hooks, tools, events, journals) lives
-//! elsewhere and calls these functions.
+//! The mounted plugin ([`ContextCare`]) wires them to the host: [`journal`] (the
+//! request journal in its storage domain, CC-JNL), the request gate (CC-BUD-6), the
+//! [`boundary`] (CC-BND, the status notice CC-NTC), and the tools `context_status` and
+//! [`rest_tool`] `context_rest` (CC-TOOL).
 //!
 //! ```
 //! use ccare_care::budget::{self, BudgetPhase, RouteInfo};
@@ -45,16 +49,24 @@
 //! assert!(controller.observe_budget(8_000, Some(&budget)).is_armed());
 //! ```
 
+pub mod boundary;
 pub mod budget;
+mod care;
 pub mod config;
+mod gate;
 pub mod hysteresis;
+pub mod journal;
 pub mod metrics;
-mod notice;
 mod plugin;
 pub mod pricing;
+pub mod range;
+pub mod range_nodes;
+pub mod rest_tool;
 mod status_tool;
 pub mod texts;
 
-pub use notice::STATE_SOURCE;
+pub use boundary::STATE_SOURCE;
+pub use care::{CareError, UiSample};
 pub use plugin::{ContextCare, RouteSnapshot};
+pub use rest_tool::{CONTEXT_REST, REQUEST_SOURCE};
 pub use status_tool::CONTEXT_STATUS;

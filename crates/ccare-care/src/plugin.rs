@@ -1,24 +1,28 @@
-//! The `context-care` plugin as mounted today: its configuration, its controls source,
-//! the hard input budget checked before every request leaves (CC-BUD-6), and the
-//! `context_status` tool (CC-TOOL-1).
+//! The `context-care` plugin as mounted: its configuration, its controls source, the
+//! request gate with the request journal (CC-BUD-6, CC-JNL-2), the boundary with its
+//! status notice (CC-BND, CC-NTC), and the tools `context_status` and `context_rest`
+//! (CC-TOOL).
 //!
-//! Mounted by `[plugins.context-care]`. The rest of the plugin (journal, notices,
-//! `context_rest`, maintenance) builds on the pure modules of this crate and lands next.
+//! Mounted by `[plugins.context-care]`. Maintenance (prune, summaries, deep rest,
+//! overflow recovery) is not part of this build yet.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use ccare_agent::controls::context_care_catalog;
-use ccare_agent::{HookContext, Plugin, PluginScope, RequestGate};
-use ccare_core::{FailureCode, LlmFailure, Locale};
-use ccare_llm::{PreparedCall, Purpose, Route};
-use ccare_meter::{Meter, MeterConfig};
-use serde_json::{Value, json};
+use ccare_agent::{Plugin, PluginScope};
+use ccare_core::{Locale, SessionId};
+use ccare_llm::Route;
+use parking_lot::Mutex;
+use serde_json::Value;
 
-use crate::budget::{Preflight, RouteInfo, preflight, resolve};
-use crate::config::{CareConfig, RoutePurpose};
-use crate::notice::StatusNotice;
-use crate::pricing::{FileTexts, FrozenPricing, ImagePricing, PricingBasis};
+use crate::boundary::{Boundary, GenerationMark};
+use crate::care::{Care, Samples, UiSample};
+use crate::config::CareConfig;
+use crate::gate::{BudgetGate, JournalFlush};
+use crate::journal::RequestJournal;
+use crate::rest_tool::RestTool;
 use crate::status_tool::StatusTool;
 
 /// The `context-care` plugin.
@@ -30,6 +34,7 @@ use crate::status_tool::StatusTool;
 pub struct ContextCare {
     route: Option<Arc<RouteSnapshot>>,
     locale: Locale,
+    samples: Samples,
 }
 
 impl ContextCare {
@@ -39,6 +44,13 @@ impl ContextCare {
     pub fn with_route(mut self, route: RouteSnapshot) -> Self {
         self.route = Some(Arc::new(route));
         self
+    }
+
+    /// The latest UI sample of a session (CC-MET-5): refreshed at every boundary and
+    /// every `context_status` call, even when reporting is off; `None` before the
+    /// first. Shared by every clone of this handle and the plugin it mounted.
+    pub fn ui_sample(&self, session: &SessionId) -> Option<UiSample> {
+        self.samples.get(session)
     }
 
     /// The plugin with the locale of its model-visible texts (CC-GEN-2).
@@ -89,105 +101,33 @@ impl Plugin for ContextCare {
     fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
         let config = Arc::new(CareConfig::from_json(config)?);
         scope.control_source(context_care_catalog())?;
-        scope.tool(Arc::new(StatusTool::new(
-            Arc::clone(&config),
-            self.route.clone(),
-            self.locale,
-        )))?;
+        let care = Arc::new(Care {
+            config,
+            route: self.route.clone(),
+            locale: self.locale,
+            journal: RequestJournal::new(scope.domains()),
+            controls: scope.controls(),
+            sessions: Mutex::new(HashMap::new()),
+            samples: self.samples.clone(),
+        });
+        scope.tool(Arc::new(StatusTool::new(Arc::clone(&care))))?;
+        scope.tool(Arc::new(RestTool::new(Arc::clone(&care))))?;
+        scope.pre_step(
+            Arc::new(GenerationMark {
+                care: Arc::clone(&care),
+            }),
+            true,
+        );
         scope.boundary(
-            Arc::new(StatusNotice {
-                config: Arc::clone(&config),
-                route: self.route.clone(),
-                locale: self.locale,
+            Arc::new(Boundary {
+                care: Arc::clone(&care),
             }),
             i32::MAX,
         );
-        scope.request_gate(Arc::new(BudgetGate { config }));
+        scope.idle(Arc::new(JournalFlush {
+            care: Arc::clone(&care),
+        }));
+        scope.request_gate(Arc::new(BudgetGate { care }));
         Ok(())
-    }
-}
-
-/// Refuses a request whose complete input is over the hard input budget `H` of its
-/// route (CC-BUD-6): `REQUEST_BUDGET_EXCEEDED`, and the provider is never called.
-struct BudgetGate {
-    config: Arc<CareConfig>,
-}
-
-fn purpose_of(purpose: Purpose) -> RoutePurpose {
-    match purpose {
-        Purpose::Conversation => RoutePurpose::Conversation,
-        Purpose::Compaction => RoutePurpose::Compaction,
-        Purpose::SessionTitle => RoutePurpose::SessionTitle,
-    }
-}
-
-impl RequestGate for BudgetGate {
-    fn check(&self, _context: &HookContext, call: &PreparedCall) -> Result<(), LlmFailure> {
-        let route = &call.route;
-        let explicit = call
-            .config
-            .max_tokens
-            .filter(|tokens| Some(*tokens) != route.max_output_tokens);
-        let budget = resolve(
-            &self.config,
-            RouteInfo {
-                provider: &route.provider,
-                model: &route.model,
-                purpose: purpose_of(call.config.purpose),
-                physical_window_tokens: route.context_window,
-                max_tokens: explicit.map(u64::from),
-                adapter_default_max_tokens: route.max_output_tokens.map(u64::from),
-            },
-        )
-        .map_err(|invalid| LlmFailure::new(FailureCode::InvalidRequest, invalid.to_string()))?;
-        let Some(budget) = budget else {
-            // No capacity known: dispatched unchecked (CC-BUD-1).
-            return Ok(());
-        };
-        let meter = Meter::new(&MeterConfig {
-            image_tokens: route.image_tokens,
-            tokenizer: route.tokenizer.clone(),
-            ..MeterConfig::default()
-        })
-        .map_err(|error| LlmFailure::new(FailureCode::InvalidRequest, error.to_string()))?;
-        let frozen = FrozenPricing::capture(
-            &meter,
-            PricingBasis::meter_estimate(&meter),
-            ImagePricing::FixedEstimate,
-            FileTexts::default(),
-        );
-        let pricer = frozen
-            .pricer(&meter)
-            .map_err(|error| LlmFailure::new(FailureCode::Unknown, error.to_string()))?;
-        let tools: Value = if call.config.tools.is_empty() {
-            Value::Null
-        } else {
-            Value::Array(
-                call.config
-                    .tools
-                    .iter()
-                    .map(|tool| {
-                        json!({
-                            "name": tool.name,
-                            "description": tool.description,
-                            "input_schema": tool.input_schema,
-                        })
-                    })
-                    .collect(),
-            )
-        };
-        let price = pricer
-            .request(
-                call.config.system.as_deref(),
-                call.config.messages.iter().map(|message| &*message.message),
-                &tools,
-            )
-            .map_err(|error| LlmFailure::new(FailureCode::Unknown, error.to_string()))?;
-        match preflight(price.q(), Some(&budget)) {
-            Preflight::Dispatch => Ok(()),
-            Preflight::Refuse(refusal) => {
-                Err(refusal.to_llm_failure(&route.provider, &route.model))
-            }
-        }
     }
 }

@@ -961,6 +961,12 @@ fn object_key(object: &JsonObject) -> String {
     sha256_hex(&canonical_json(&Value::Object(object.clone())))
 }
 
+/// Lowercase hex SHA-256 of the canonical JSON of `value` (keys sorted, compact): the
+/// journal's input and message hashes.
+pub(crate) fn content_hash(value: &Value) -> String {
+    sha256_hex(&canonical_json(value))
+}
+
 fn sha256_hex(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());
     digest.iter().map(|byte| format!("{byte:02x}")).collect()

@@ -209,3 +209,164 @@ fn grade(texts: &StatusTexts, index: Option<u8>, grades: &[&'static str; 4]) -> 
         .and_then(|index| grades.get(usize::from(index)).copied())
         .unwrap_or(texts.unknown)
 }
+
+/// The texts of `context_rest` (CC-TOOL-2 .. CC-TOOL-4) and of the rest outcome lines
+/// (CC-BND-2) in one locale. `{min}`, `{max}`, `{n}` and `{passes}` are filled in by
+/// [`fill`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestTexts {
+    /// The tool description.
+    pub tool_description: &'static str,
+    /// The `note` property's description.
+    pub note_description: &'static str,
+    /// The `deep` property's description.
+    pub deep_description: &'static str,
+    /// The `recovery` property's description.
+    pub recovery_description: &'static str,
+    /// A key other than note, deep and recovery.
+    pub error_unknown_key: &'static str,
+    /// The argument is not an object.
+    pub error_not_object: &'static str,
+    /// The note's length is outside the range.
+    pub error_note_length: &'static str,
+    /// The recovery is not a string or its length is outside the range.
+    pub error_recovery_length: &'static str,
+    /// `deep:true` with a blank recovery.
+    pub error_deep_needs_recovery: &'static str,
+    /// A rest is already queued for the next boundary.
+    pub error_already_scheduled: &'static str,
+    /// The call runs outside an agent, so nothing can be queued.
+    pub error_no_session: &'static str,
+    /// The turn was cancelled.
+    pub error_cancelled: &'static str,
+    /// The header before the note in the queued message.
+    pub note_header: &'static str,
+    /// The header before the recovery path in the queued message.
+    pub recovery_header: &'static str,
+    /// The tool result: scheduled, not done yet, the next state reports it.
+    pub scheduled: &'static str,
+    /// Added to the result of a summary rest (not deep).
+    pub scheduled_then_continue: &'static str,
+    /// R1: already reduced at this boundary.
+    pub outcome_already_reduced: &'static str,
+    /// R2: deep rest, nothing clearable beyond the system head.
+    pub outcome_deep_nothing_to_clear: &'static str,
+    /// R3: deep rest done.
+    pub outcome_deep_done: &'static str,
+    /// R4: no summary provider.
+    pub outcome_no_provider: &'static str,
+    /// R5: no range to summarize.
+    pub outcome_no_proposal: &'static str,
+    /// R6: memo hit.
+    pub outcome_memo_hit: &'static str,
+    /// R7: summary committed.
+    pub outcome_committed: &'static str,
+    /// R8: an error on the requested path.
+    pub outcome_error: &'static str,
+    /// A range exists but this build has no compaction executor.
+    pub outcome_executor_unavailable: &'static str,
+}
+
+/// The English rest texts.
+pub const EN_REST: RestTexts = RestTexts {
+    tool_description: "Schedules one compaction of the conversation history at the next safe \
+        boundary, even when the load is below the automatic threshold. It needs a detailed \
+        handoff note written by you; the recent part of the history and the note are kept. \
+        This only schedules: it deletes no files, does not end the task and sets no timer. \
+        Follow the outcome that the next context state reports. With deep=true the history \
+        that can be cleared is replaced by your note and recovery path, without a summary.",
+    note_description: "Your handoff note: the goal, verified progress, unfinished work and \
+        key paths. Between {min} and {max} characters. Save details that cannot be rebuilt \
+        to files first.",
+    deep_description: "Deep rest: your handoff note and recovery path replace the history \
+        that can be cleared, without a summary model, and the result must be smaller. The \
+        load is measured again afterwards. Your identity, goals and ownership of judgment \
+        stay the same, and every detail stays checkable in the session log.",
+    recovery_description: "Required when deep is true: how to find details again after the \
+        history is cleared (search words that really occur in the log, paths that exist, \
+        where the task material is). Between {min} and {max} characters.",
+    error_unknown_key: "context_rest takes only the keys note, deep and recovery.",
+    error_not_object: "context_rest takes an object with a note: {\"note\": \"...\"}.",
+    error_note_length: "The note must be between {min} and {max} characters; it has {n}.",
+    error_recovery_length: "The recovery path must be a string between {min} and {max} \
+        characters; it has {n}.",
+    error_deep_needs_recovery: "A deep rest needs a recovery path: after the history is \
+        cleared it is the only way back to the details.",
+    error_already_scheduled: "A rest is already scheduled for the next boundary; wait for \
+        the outcome that the next context state reports.",
+    error_no_session: "context_rest can only be used inside an agent session.",
+    error_cancelled: "context_rest was cancelled before it ran.",
+    note_header: "Handoff note (written by you):",
+    recovery_header: "Recovery path for cleared history (written by you):",
+    scheduled: "The rest is scheduled for the next boundary; it has not happened yet. The \
+        next context state will report its outcome.",
+    scheduled_then_continue: "Then continue the task.",
+    outcome_already_reduced: "Rest outcome: the history was already reduced at this \
+        boundary, so no extra compaction ran.",
+    outcome_deep_nothing_to_clear: "Rest outcome: the deep rest was not performed; nothing \
+        beyond the system head can be cleared.",
+    outcome_deep_done: "Rest outcome: the clearable history was replaced by your handoff note \
+        and recovery path.",
+    outcome_no_provider: "Rest outcome: not performed, because no summary provider is \
+        configured; the history is kept.",
+    outcome_no_proposal: "Rest outcome: not performed. Outside the retained recent part there \
+        is neither a large enough fresh prefix nor checkpoints to merge; the history is kept.",
+    outcome_memo_hit: "Rest outcome: not performed; this selection was already checked and \
+        cannot be made smaller.",
+    outcome_committed: "Rest outcome: earlier history was summarized; the recent part and \
+        your note are kept.",
+    outcome_error: "Rest outcome: the request did not end normally. Do not assume that the \
+        history was compacted; check the checkpoints before the next request. The context \
+        state is unknown for now.",
+    outcome_executor_unavailable: "Rest outcome: not performed, because this runtime cannot \
+        compact history yet; the history and your note are kept.",
+};
+
+/// The Chinese rest texts.
+pub const ZH_REST: RestTexts = RestTexts {
+    tool_description: "在下一个安全边界安排一次对话历史压缩，即使负载低于自动阈值也可以。需要你写一份详细的交接笔记；\
+        最近的历史和笔记会被保留。这只是安排：不会删除文件、不会结束任务，也不设定时器。请按下一次上下文状态报告的结果行事。\
+        deep=true 时，可清除的历史由你的笔记和找回路径替换，不调用摘要模型。",
+    note_description: "你的交接笔记：目标、已验证的进展、未完成的工作和关键路径。长度在 {min} 到 {max} 个字符之间。\
+        无法重建的细节请先保存到文件。",
+    deep_description: "深度休息：你的交接笔记和找回路径替换可清除的历史，不调用摘要模型，且结果必须更小。之后会重新测量负载。\
+        你的身份、目标和判断归属不变，所有细节仍可在会话日志中查到。",
+    recovery_description: "deep 为 true 时必填：清除历史后如何重新找到细节（日志中真实出现的搜索词、确实存在的路径、任务材料的位置）。\
+        长度在 {min} 到 {max} 个字符之间。",
+    error_unknown_key: "context_rest 只接受 note、deep 和 recovery 这三个键。",
+    error_not_object: "context_rest 需要一个带 note 的对象：{\"note\": \"...\"}。",
+    error_note_length: "笔记长度必须在 {min} 到 {max} 个字符之间；当前为 {n}。",
+    error_recovery_length: "找回路径必须是长度在 {min} 到 {max} 个字符之间的字符串；当前为 {n}。",
+    error_deep_needs_recovery: "深度休息需要找回路径：历史被清除后，它是回到细节的唯一途径。",
+    error_already_scheduled: "下一个边界已经安排了一次休息；请等待下一次上下文状态报告的结果。",
+    error_no_session: "context_rest 只能在代理会话中使用。",
+    error_cancelled: "context_rest 在运行前被取消。",
+    note_header: "交接笔记（由你撰写）：",
+    recovery_header: "已清除历史的找回路径（由你撰写）：",
+    scheduled: "休息已安排在下一个边界，尚未执行。下一次上下文状态会报告结果。",
+    scheduled_then_continue: "然后继续任务。",
+    outcome_already_reduced: "休息结果：本边界已经缩减过历史，因此没有额外压缩。",
+    outcome_deep_nothing_to_clear: "休息结果：未执行深度休息；系统开头之外没有可清除的内容。",
+    outcome_deep_done: "休息结果：可清除的历史已由你的交接笔记和找回路径替换。",
+    outcome_no_provider: "休息结果：未执行，因为没有配置摘要提供方；历史保留不变。",
+    outcome_no_proposal: "休息结果：未执行。在保留的近期部分之外，既没有足够大的新内容前缀，也没有可合并的检查点；历史保留不变。",
+    outcome_memo_hit: "休息结果：未执行；这一选择已被验证为无法变小。",
+    outcome_committed: "休息结果：较早的历史已被摘要；近期部分和你的笔记都被保留。",
+    outcome_error: "休息结果：请求未正常结束。不要假定历史已被压缩；下一次请求前请查看检查点。上下文状态暂时未知。",
+    outcome_executor_unavailable: "休息结果：未执行，因为当前运行时还不能压缩历史；历史和你的笔记都被保留。",
+};
+
+/// The rest texts of a locale.
+pub fn rest_texts(locale: Locale) -> &'static RestTexts {
+    match locale {
+        Locale::En => &EN_REST,
+        Locale::Zh => &ZH_REST,
+    }
+}
+
+/// Fills `{min}`, `{max}` and `{n}` in a catalog text.
+pub fn fill(text: &str, min: usize, max: usize, n: usize) -> String {
+    text.replace("{min}", &min.to_string())
+        .replace("{max}", &max.to_string())
+        .replace("{n}", &n.to_string())
+}

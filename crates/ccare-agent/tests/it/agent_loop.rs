@@ -1109,3 +1109,159 @@ async fn h_evt_4_the_stored_stream_expands_and_reassembles_to_the_committed_mess
     let message = serde_json::to_value(assembler.finish().message()).unwrap();
     assert_eq!(message, answer["message"]);
 }
+
+/// A gate that records what the kernel told it, refusing when `refuse` is set.
+struct Recorder {
+    name: &'static str,
+    refuse: bool,
+    seen: Arc<parking_lot::Mutex<Vec<String>>>,
+}
+
+impl ccare_agent::RequestGate for Recorder {
+    fn check<'a>(
+        &'a self,
+        _context: &'a HookContext,
+        call: &'a ccare_llm::PreparedCall,
+    ) -> BoxFuture<'a, Result<(), ccare_core::LlmFailure>> {
+        Box::pin(async move {
+            self.seen
+                .lock()
+                .push(format!("{} check {}", self.name, call.call_id));
+            if self.refuse {
+                Err(ccare_core::LlmFailure::new(
+                    ccare_core::FailureCode::RequestBudgetExceeded,
+                    "too big",
+                ))
+            } else {
+                Ok(())
+            }
+        })
+    }
+
+    fn dispatched(&self, _context: &HookContext, call: &ccare_llm::PreparedCall) {
+        self.seen
+            .lock()
+            .push(format!("{} dispatched {}", self.name, call.call_id));
+    }
+
+    fn not_dispatched(
+        &self,
+        _context: &HookContext,
+        call_id: &str,
+        failure: &ccare_core::LlmFailure,
+    ) {
+        self.seen.lock().push(format!(
+            "{} not-dispatched {call_id} {}",
+            self.name,
+            failure.code.as_str()
+        ));
+    }
+
+    fn settled(&self, _context: &HookContext, settlement: &ccare_agent::Settlement) {
+        self.seen.lock().push(format!(
+            "{} settled {} {} {}@{} {:?}",
+            self.name,
+            settlement.call_id,
+            settlement.outcome.as_str(),
+            settlement.event_type,
+            settlement.event_seq,
+            settlement.usage.map(|usage| usage.input),
+        ));
+    }
+}
+
+struct Gates {
+    refuse_second: bool,
+    seen: Arc<parking_lot::Mutex<Vec<String>>>,
+}
+
+impl Plugin for Gates {
+    fn name(&self) -> &str {
+        "gates"
+    }
+    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        for (name, refuse) in [("a", false), ("b", self.refuse_second), ("c", false)] {
+            scope.request_gate(Arc::new(Recorder {
+                name,
+                refuse,
+                seen: Arc::clone(&self.seen),
+            }));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn design_3_every_gate_hears_how_each_call_ended() {
+    let kit = kit(r#"{"text": "hi", "usage": {"input": 42, "output": 1}}"#).await;
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    kit.host
+        .mount(
+            &Gates {
+                refuse_second: false,
+                seen: Arc::clone(&seen),
+            },
+            &json!({}),
+        )
+        .unwrap();
+    let agent = agent(&kit);
+    agent.prompt("hello");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let messages = data(&kit.session, "assistant/message");
+    let call = messages[0]["call_id"].as_str().unwrap().to_owned();
+    let seq = kit.session.with_log(|log| {
+        log.events()
+            .iter()
+            .find(|event| event.kind() == "assistant/message")
+            .unwrap()
+            .seq()
+    });
+    let settled =
+        |name: &str| format!("{name} settled {call} completed assistant/message@{seq} Some(42)");
+    assert_eq!(
+        *seen.lock(),
+        [
+            format!("a check {call}"),
+            format!("b check {call}"),
+            format!("c check {call}"),
+            format!("a dispatched {call}"),
+            format!("b dispatched {call}"),
+            format!("c dispatched {call}"),
+            settled("a"),
+            settled("b"),
+            settled("c"),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn design_3_a_refusal_stops_the_checks_and_every_gate_hears_not_dispatched() {
+    let kit = kit(r#"{"text": "never"}"#).await;
+    let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+    kit.host
+        .mount(
+            &Gates {
+                refuse_second: true,
+                seen: Arc::clone(&seen),
+            },
+            &json!({}),
+        )
+        .unwrap();
+    let agent = agent(&kit);
+    agent.prompt("hello");
+    let end = agent.when_idle().await;
+    assert!(matches!(end, Some(TurnEndReason::Error { .. })), "{end:?}");
+    assert!(kit.script.requests().is_empty());
+    let attempts = data(&kit.session, "assistant/attempt");
+    let call = attempts[0]["call_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        *seen.lock(),
+        [
+            format!("a check {call}"),
+            format!("b check {call}"),
+            format!("a not-dispatched {call} REQUEST_BUDGET_EXCEEDED"),
+            format!("b not-dispatched {call} REQUEST_BUDGET_EXCEEDED"),
+            format!("c not-dispatched {call} REQUEST_BUDGET_EXCEEDED"),
+        ]
+    );
+}

@@ -68,6 +68,7 @@ impl Fixture {
             step: 1,
             cancel: CancellationToken::new(),
             inbox: Injector::detached(),
+            clock: Arc::new(self.clock.clone()),
         }
     }
 

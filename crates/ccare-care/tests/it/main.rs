@@ -6,8 +6,11 @@
 mod budget;
 mod config;
 mod hysteresis;
+mod journal;
 mod metrics;
 mod notice;
 mod plugin;
 mod pricing;
+mod rest;
+mod rig;
 mod status;

@@ -1,0 +1,261 @@
+//! What the mounted plugin's parts share: the configuration, the route it measures
+//! against, the request journal, the host's controls, the per-session controllers and
+//! pending rests, and the UI samples; plus the one way they all measure a session
+//! (freeze the pricing from the journal, then sample).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ccare_agent::controls::Controls;
+use ccare_core::{Locale, Message, SessionId};
+use ccare_meter::{Meter, MeterConfig};
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::budget::{Budget, RouteInfo, resolve};
+use crate::config::{CareConfig, RoutePurpose};
+use crate::hysteresis::HysteresisController;
+use crate::journal::{JournalEntry, RequestJournal, calibration_record};
+use crate::metrics::{ContextCareMetrics, MetricInputs};
+use crate::plugin::RouteSnapshot;
+use crate::pricing::{
+    CalibrationRecord, FileTexts, FrozenPricing, ImagePricing, PricingBasis, calibrate,
+};
+
+/// The controls source of context-care (CC-CTL-1).
+pub(crate) const CONTROL_SOURCE: &str = "context-care";
+
+/// Why the plugin could not measure: the meter or pricing failed, or the journal could
+/// not be read or flushed.
+#[derive(Debug, thiserror::Error)]
+pub enum CareError {
+    /// The route's meter could not be built (e.g. its tokenizer file is unreadable).
+    #[error("context-care: the token meter failed: {0}")]
+    Meter(String),
+    /// Pricing failed (e.g. an image price mismatch).
+    #[error("context-care: pricing failed: {0}")]
+    Pricing(String),
+    /// The request journal failed (CC-JNL-1: flush rethrows a retained write error).
+    #[error("context-care: the request journal failed: {0}")]
+    Journal(#[from] ccare_agent::domains::DomainError),
+}
+
+/// The latest process-local sample of one session, which the UI reads first
+/// (CC-MET-5): refreshed at every boundary and every `context_status` call, even when
+/// reporting is off.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UiSample {
+    /// The metrics.
+    #[serde(flatten)]
+    pub metrics: ContextCareMetrics,
+    /// When it was taken (ms since the epoch, the host clock).
+    pub at: i64,
+    /// Whether the session's maintenance controller is armed (CC-HYS-1).
+    pub armed: bool,
+}
+
+/// The UI samples of every session, shared by the plugin handle and its mounted parts.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Samples(Arc<Mutex<HashMap<SessionId, UiSample>>>);
+
+impl Samples {
+    pub(crate) fn set(&self, session: &SessionId, sample: UiSample) {
+        self.0.lock().insert(session.clone(), sample);
+    }
+
+    pub(crate) fn get(&self, session: &SessionId) -> Option<UiSample> {
+        self.0.lock().get(session).cloned()
+    }
+}
+
+/// The per-session state of the plugin, process-local (a restart starts unarmed with
+/// no rest pending: a pending rest's message is in the durable inbox and still reaches
+/// its boundary).
+#[derive(Debug, Default)]
+pub(crate) struct SessionCare {
+    /// The session's own maintenance controller (CC-HYS-1).
+    pub(crate) controller: HysteresisController,
+    /// A `context_rest` call is queued and its boundary has not run yet.
+    pub(crate) rest_pending: bool,
+    /// The surface's replace generation when the current boundary's pre-step began.
+    pub(crate) generation_at_boundary: Option<u64>,
+}
+
+/// A pricing frozen for one action (CC-PRC-4) with what the journal says of the latest
+/// conversation request's header.
+pub(crate) struct Frozen {
+    pub(crate) meter: Meter,
+    pub(crate) pricing: FrozenPricing,
+    /// The unscaled tool tokens of the latest conversation request (0 before the first).
+    pub(crate) tools_raw: u64,
+}
+
+/// One sample of a session: the metrics and what they came from.
+#[derive(Debug, Clone)]
+pub(crate) struct Measured {
+    pub(crate) metrics: ContextCareMetrics,
+    /// `Q`: the load in tokens, rounded up.
+    pub(crate) load: u64,
+    /// The route's conversation budget, when capacity is known and valid.
+    pub(crate) budget: Option<Budget>,
+}
+
+/// The shared state of a mounted plugin.
+pub(crate) struct Care {
+    pub(crate) config: Arc<CareConfig>,
+    pub(crate) route: Option<Arc<RouteSnapshot>>,
+    pub(crate) locale: Locale,
+    pub(crate) journal: RequestJournal,
+    pub(crate) controls: Controls,
+    pub(crate) sessions: Mutex<HashMap<SessionId, SessionCare>>,
+    pub(crate) samples: Samples,
+}
+
+impl Care {
+    /// Whether the context-care action `rule.action` is enabled for the session now
+    /// (CC-CTL-2 decision order).
+    pub(crate) fn enabled(&self, session: &SessionId, rule: &str, action: &str) -> bool {
+        self.controls
+            .decide(session, CONTROL_SOURCE, rule, action)
+            .is_enabled()
+    }
+
+    /// Runs `f` on the session's state.
+    pub(crate) fn with_session<T>(
+        &self,
+        session: &SessionId,
+        f: impl FnOnce(&mut SessionCare) -> T,
+    ) -> T {
+        f(self.sessions.lock().entry(session.clone()).or_default())
+    }
+
+    /// The conversation budget of the plugin's route; `None` when capacity is unknown
+    /// or the budget is invalid (the request gate reports an invalid one as an error).
+    pub(crate) fn conversation_budget(&self) -> Option<Budget> {
+        let route = self.route.as_deref()?;
+        resolve(
+            &self.config,
+            RouteInfo {
+                provider: &route.provider,
+                model: &route.model,
+                purpose: RoutePurpose::Conversation,
+                physical_window_tokens: route.context_window,
+                max_tokens: None,
+                adapter_default_max_tokens: route.max_output_tokens.map(u64::from),
+            },
+        )
+        .ok()
+        .flatten()
+    }
+
+    /// Flushes the journal, then freezes the session's pricing (CC-PRC-4): the scale
+    /// calibrated on the latest conversation header's real usage (CC-PRC-3).
+    pub(crate) async fn freeze(&self, session: &SessionId) -> Result<Frozen, CareError> {
+        self.journal.flush().await?;
+        let entries = self.journal.list(session).await?;
+        let meter = meter_for(self.route.as_deref())?;
+        let (header_key, tools_raw) = latest_header(&entries);
+        let records: Vec<CalibrationRecord> = entries.iter().map(calibration_record).collect();
+        let basis = match header_key {
+            Some(key) => calibrate(&records, &key, meter.basis().into()),
+            None if records.is_empty() => PricingBasis::meter_estimate(&meter),
+            None => PricingBasis::UncalibratedEstimate,
+        };
+        let pricing = FrozenPricing::capture(
+            &meter,
+            basis,
+            ImagePricing::FixedEstimate,
+            FileTexts::default(),
+        );
+        Ok(Frozen {
+            meter,
+            pricing,
+            tools_raw,
+        })
+    }
+
+    /// Samples the metrics (CC-MET-4): `retained` is the surface; the load adds the
+    /// latest header's tools and `batch` (pending messages, the notice to come).
+    pub(crate) fn measure<'m>(
+        &self,
+        frozen: &Frozen,
+        surface: impl IntoIterator<Item = &'m Message>,
+        batch: impl IntoIterator<Item = &'m Message>,
+    ) -> Result<Measured, CareError> {
+        if self.route.is_none() {
+            return Ok(Measured {
+                metrics: ContextCareMetrics::UNKNOWN,
+                load: 0,
+                budget: None,
+            });
+        }
+        let pricer = frozen
+            .pricing
+            .pricer(&frozen.meter)
+            .map_err(|error| CareError::Pricing(error.to_string()))?;
+        let scale = pricer.text_scale();
+        let surface = pricer
+            .request(None, surface, &Value::Null)
+            .map_err(|error| CareError::Pricing(error.to_string()))?;
+        let batch = pricer
+            .request(None, batch, &Value::Null)
+            .map_err(|error| CareError::Pricing(error.to_string()))?;
+        let retained = surface.messages_total();
+        let everything = retained
+            .plus(batch.messages_total())
+            .plus(crate::pricing::Price {
+                text: frozen.tools_raw,
+                visual: 0,
+            });
+        let load = everything.ceil(scale);
+        let budget = self.conversation_budget();
+        let metrics = ContextCareMetrics::sample(
+            &self.config,
+            MetricInputs {
+                load_tokens: load as f64,
+                retained_tokens: retained.value(scale),
+                capacity_tokens: budget.as_ref().map(|budget| budget.capacity as f64),
+                route_known: true,
+            },
+        );
+        Ok(Measured {
+            metrics,
+            load,
+            budget,
+        })
+    }
+}
+
+/// The meter of a route (its tokenizer when configured, the heuristic otherwise).
+pub(crate) fn meter_for(route: Option<&RouteSnapshot>) -> Result<Meter, CareError> {
+    let config = match route {
+        Some(route) => MeterConfig {
+            image_tokens: route.image_tokens,
+            tokenizer: route.tokenizer.clone(),
+            ..MeterConfig::default()
+        },
+        None => MeterConfig::default(),
+    };
+    Meter::new(&config).map_err(|error| CareError::Meter(error.to_string()))
+}
+
+/// The calibration header key and unscaled tool tokens of the latest conversation
+/// request in the journal.
+fn latest_header(entries: &[JournalEntry]) -> (Option<String>, u64) {
+    entries
+        .iter()
+        .rev()
+        .filter(|entry| entry.data.get("purpose").and_then(Value::as_str) == Some("conversation"))
+        .find_map(|entry| {
+            let key = entry.data.get("calibrationHeaderKey")?.as_str()?.to_owned();
+            let tools = entry
+                .data
+                .get("toolsTokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            Some((Some(key), tools))
+        })
+        .unwrap_or((None, 0))
+}

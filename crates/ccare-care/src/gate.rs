@@ -1,0 +1,218 @@
+//! The request gate (CC-BUD-6, CC-JNL-2): every request is priced on its own route,
+//! journaled `ready` and made durable, then compared with the hard input budget `H`;
+//! over `H` it is refused with `REQUEST_BUDGET_EXCEEDED` and never reaches the
+//! provider. The gate's lifecycle callbacks write the rest of the record: dispatched,
+//! settled, or not dispatched.
+
+use std::sync::Arc;
+
+use ccare_agent::{BoxFuture, HookContext, IdleHook, RequestGate, Settlement};
+use ccare_core::{FailureCode, LlmFailure};
+use ccare_llm::{PreparedCall, Purpose};
+use serde_json::{Value, json};
+
+use crate::budget::{Preflight, RouteInfo, assess, preflight, resolve};
+use crate::care::{Care, meter_for};
+use crate::config::RoutePurpose;
+use crate::journal::calibration_record;
+use crate::pricing::{
+    CalibrationRecord, FileTexts, FrozenPricing, ImagePricing, calibrate, calibration_header_key,
+    content_hash,
+};
+
+/// The gate; one per mounted plugin.
+pub(crate) struct BudgetGate {
+    pub(crate) care: Arc<Care>,
+}
+
+fn purpose_of(purpose: Purpose) -> RoutePurpose {
+    match purpose {
+        Purpose::Conversation => RoutePurpose::Conversation,
+        Purpose::Compaction => RoutePurpose::Compaction,
+        Purpose::SessionTitle => RoutePurpose::SessionTitle,
+    }
+}
+
+fn purpose_name(purpose: Purpose) -> &'static str {
+    match purpose {
+        Purpose::Conversation => "conversation",
+        Purpose::Compaction => "compaction",
+        Purpose::SessionTitle => "session-title",
+    }
+}
+
+fn internal(error: impl std::fmt::Display) -> LlmFailure {
+    LlmFailure::new(FailureCode::Unknown, error.to_string())
+}
+
+impl BudgetGate {
+    async fn check_call(
+        &self,
+        context: &HookContext,
+        call: &PreparedCall,
+    ) -> Result<(), LlmFailure> {
+        let route = &call.route;
+        let config = &call.config;
+        let explicit = config
+            .max_tokens
+            .filter(|tokens| Some(*tokens) != route.max_output_tokens);
+        let budget = resolve(
+            &self.care.config,
+            RouteInfo {
+                provider: &route.provider,
+                model: &route.model,
+                purpose: purpose_of(config.purpose),
+                physical_window_tokens: route.context_window,
+                max_tokens: explicit.map(u64::from),
+                adapter_default_max_tokens: route.max_output_tokens.map(u64::from),
+            },
+        )
+        .map_err(|invalid| LlmFailure::new(FailureCode::InvalidRequest, invalid.to_string()))?;
+        let tools: Value = if config.tools.is_empty() {
+            Value::Null
+        } else {
+            Value::Array(
+                config
+                    .tools
+                    .iter()
+                    .map(|tool| {
+                        json!({
+                            "name": tool.name,
+                            "description": tool.description,
+                            "input_schema": tool.input_schema,
+                        })
+                    })
+                    .collect(),
+            )
+        };
+        let header = json!({
+            "provider": route.provider,
+            "model": route.model,
+            "reasoningEffort": config.reasoning_effort,
+            "temperature": config.temperature,
+            "maxTokens": config.max_tokens,
+        });
+        let header_key = calibration_header_key(&header, &tools);
+        // The dispatch check prices its final route itself (CC-PRC-4), calibrated on
+        // the session's settled requests of this header (CC-PRC-3).
+        let session = context.session.id();
+        let journal = &self.care.journal;
+        journal.flush().await.map_err(internal)?;
+        let records: Vec<CalibrationRecord> = journal
+            .list(session)
+            .await
+            .map_err(internal)?
+            .iter()
+            .map(calibration_record)
+            .collect();
+        let meter = meter_for(Some(&crate::plugin::RouteSnapshot::of(route))).map_err(internal)?;
+        let basis = calibrate(&records, &header_key, meter.basis().into());
+        let frozen = FrozenPricing::capture(
+            &meter,
+            basis,
+            ImagePricing::FixedEstimate,
+            FileTexts::default(),
+        );
+        let pricer = frozen.pricer(&meter).map_err(internal)?;
+        let messages = config.messages.iter().map(|message| &*message.message);
+        let price = pricer
+            .request(config.system.as_deref(), messages, &tools)
+            .map_err(internal)?;
+        let q = price.q();
+        let view = context.session.derived_view();
+        let source_seqs: Vec<u64> = view.messages.iter().map(|derived| derived.seq).collect();
+        let surface: Vec<Value> = view
+            .messages
+            .iter()
+            .map(|derived| serde_json::to_value(&*derived.message).unwrap_or(Value::Null))
+            .collect();
+        let input: Vec<Value> = config
+            .messages
+            .iter()
+            .map(|message| serde_json::to_value(&*message.message).unwrap_or(Value::Null))
+            .collect();
+        let data = json!({
+            "callId": call.call_id,
+            "logRevision": context.session.head(),
+            "sourceSeqs": source_seqs,
+            "sourceHeader": header,
+            "sourceMessagesHash": content_hash(&Value::Array(surface)),
+            "purpose": purpose_name(config.purpose),
+            "route": {
+                "provider": route.provider,
+                "model": route.model,
+                "maxTokens": config.max_tokens,
+                "reasoningEffort": config.reasoning_effort,
+                "temperature": config.temperature,
+            },
+            "inputHash": content_hash(&json!({
+                "system": config.system,
+                "tools": tools,
+                "messages": input,
+            })),
+            "pricingBasis": frozen.basis(),
+            "budget": budget,
+            "assessment": assess(q, budget.as_ref()),
+            "rawInput": price.raw_input(),
+            "toolsTokens": price.tools,
+            "inputTokens": q,
+            "calibrationHeaderKey": header_key,
+        });
+        journal
+            .ready(session, &call.call_id, context.clock.now_ms(), data)
+            .await
+            .map_err(internal)?;
+        // Persisted before the decision (CC-BUD-6).
+        journal.flush().await.map_err(internal)?;
+        match preflight(q, budget.as_ref()) {
+            Preflight::Dispatch => Ok(()),
+            Preflight::Refuse(refusal) => {
+                Err(refusal.to_llm_failure(&route.provider, &route.model))
+            }
+        }
+    }
+}
+
+impl RequestGate for BudgetGate {
+    fn check<'a>(
+        &'a self,
+        context: &'a HookContext,
+        call: &'a PreparedCall,
+    ) -> BoxFuture<'a, Result<(), LlmFailure>> {
+        Box::pin(self.check_call(context, call))
+    }
+
+    fn dispatched(&self, _context: &HookContext, call: &PreparedCall) {
+        if let Err(error) = self.care.journal.dispatched(&call.call_id) {
+            tracing::warn!(call = %call.call_id, %error, "context-care journal: dispatched not recorded");
+        }
+    }
+
+    fn not_dispatched(&self, _context: &HookContext, call_id: &str, failure: &LlmFailure) {
+        if let Err(error) = self.care.journal.not_dispatched(call_id, failure) {
+            tracing::warn!(call = %call_id, %error, "context-care journal: refusal not recorded");
+        }
+    }
+
+    fn settled(&self, _context: &HookContext, settlement: &Settlement) {
+        if let Err(error) = self.care.journal.settled(settlement) {
+            tracing::warn!(call = %settlement.call_id, %error, "context-care journal: settlement not recorded");
+        }
+    }
+}
+
+/// Makes the journal durable whenever an agent goes idle, so a turn's settlement is
+/// on disk (and visible to another reader) once the agent is idle.
+pub(crate) struct JournalFlush {
+    pub(crate) care: Arc<Care>,
+}
+
+impl IdleHook for JournalFlush {
+    fn on_idle<'a>(&'a self, session: &'a ccare_session::Session) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            if let Err(error) = self.care.journal.flush().await {
+                tracing::error!(session = %session.id(), %error, "context-care journal: write failed");
+            }
+        })
+    }
+}

@@ -1,0 +1,194 @@
+//! The request journal (CC-JNL-1, CC-JNL-2) and the calibration it drives (CC-PRC-3),
+//! read back from the SQLite file through a second store handle after real turns.
+
+use ccare_core::kinds::TurnEndReason;
+use serde_json::{Value, json};
+
+use crate::rig::rig;
+
+fn only_record(records: &[(String, Value)]) -> (&str, &Value) {
+    assert_eq!(records.len(), 1, "{records:#?}");
+    (records[0].0.as_str(), &records[0].1)
+}
+
+#[tokio::test]
+async fn cc_jnl_2_a_completed_request_is_ready_dispatched_then_settled() {
+    let rig = rig(
+        r#"{"text": "one", "usage": {"input": 900, "cache_read": 100, "output": 12}}"#,
+        json!({}),
+        Some(16_000),
+        true,
+    )
+    .await;
+    assert_eq!(
+        rig.turn("a short question").await,
+        Some(TurnEndReason::Completed)
+    );
+    let records = rig.journal().await;
+    let (key, record) = only_record(&records);
+    let messages = rig.events("assistant/message");
+    let (answer_seq, answer) = &messages[0];
+    let call_id = answer["call_id"].as_str().unwrap();
+    assert_eq!(key, format!("call_{call_id}"));
+    assert_eq!(record["version"], 1);
+    assert_eq!(record["kind"], "request");
+    assert_eq!(record["sessionId"], rig.session.id().as_str());
+    assert!(record["at"].as_i64().unwrap() > 0);
+    let data = &record["data"];
+    assert_eq!(data["callId"], call_id);
+    assert_eq!(data["phase"], "settled");
+    assert_eq!(data["purpose"], "conversation");
+    assert_eq!(data["dispatched"], true);
+    assert_eq!(data["dispatchOrder"], 1);
+    assert_eq!(data["dispatchBasis"], "prepared-stream-handoff");
+    assert_eq!(data["attemptId"], format!("{call_id}#1"));
+    assert_eq!(data["outcome"], "completed");
+    assert_eq!(data["eventSeq"], *answer_seq);
+    assert_eq!(data["eventType"], "assistant/message");
+    assert_eq!(
+        data["usage"],
+        json!({"inputTokens": 900, "cacheReadTokens": 100, "cacheWriteTokens": 0, "outputTokens": 12})
+    );
+    assert_eq!(data["route"]["provider"], "s");
+    assert_eq!(data["route"]["model"], "small");
+    // The journal was empty: the meter's own basis, scale 1 (CC-PRC-3 fallback).
+    assert_eq!(
+        data["pricingBasis"],
+        json!({"kind": "heuristic", "textScale": 1.0})
+    );
+    let raw_text = data["rawInput"]["textTokens"].as_u64().unwrap();
+    assert!(raw_text > 0);
+    assert_eq!(data["rawInput"]["visualTokens"], 0);
+    assert_eq!(data["inputTokens"], raw_text, "scale 1: Q is the raw text");
+    assert_eq!(data["budget"]["hardInput"], 15_000);
+    assert_eq!(data["assessment"]["phase"], "normal");
+    assert_eq!(data["calibrationHeaderKey"].as_str().unwrap().len(), 64);
+    assert_eq!(data["inputHash"].as_str().unwrap().len(), 64);
+    // The prompt and the status notice of step 1: the surface the request was built on.
+    let surface: Vec<u64> = rig
+        .events("user/message")
+        .iter()
+        .map(|(seq, _)| *seq)
+        .collect();
+    assert_eq!(surface.len(), 2);
+    assert_eq!(data["sourceSeqs"], json!(surface));
+    assert!(data["logRevision"].as_u64().unwrap() > surface[1]);
+}
+
+#[tokio::test]
+async fn cc_prc_3_the_next_request_is_priced_on_the_previous_requests_real_usage() {
+    let rig = rig(
+        concat!(
+            r#"{"text": "one", "usage": {"input": 900, "cache_read": 100, "output": 12}}"#,
+            "\n",
+            r#"{"text": "two", "usage": {"input": 50, "output": 3}}"#
+        ),
+        json!({}),
+        Some(16_000),
+        true,
+    )
+    .await;
+    rig.turn("a short question").await;
+    rig.turn("and another one").await;
+    let records = rig.journal().await;
+    assert_eq!(records.len(), 2);
+    let first = records
+        .iter()
+        .map(|(_, record)| &record["data"])
+        .find(|data| data["dispatchOrder"] == 1)
+        .unwrap();
+    let second = records
+        .iter()
+        .map(|(_, record)| &record["data"])
+        .find(|data| data["dispatchOrder"] == 2)
+        .unwrap();
+    let raw_first = first["rawInput"]["textTokens"].as_u64().unwrap();
+    let basis = &second["pricingBasis"];
+    assert_eq!(basis["kind"], "usage-calibrated");
+    assert_eq!(basis["source"], "actual-request-journal");
+    assert_eq!(basis["sampleCallId"], first["callId"]);
+    assert_eq!(basis["sampleSeq"], first["eventSeq"]);
+    let scale = basis["textScale"].as_f64().unwrap();
+    assert!(
+        (scale - 1000.0 / raw_first as f64).abs() < 1e-9,
+        "prompt 900 + 100 cache read over {raw_first} raw tokens, got {scale}"
+    );
+    let raw_second = second["rawInput"]["textTokens"].as_u64().unwrap();
+    assert_eq!(
+        second["inputTokens"],
+        (raw_second as f64 * 1000.0 / raw_first as f64).ceil() as u64
+    );
+    assert_eq!(
+        second["calibrationHeaderKey"],
+        first["calibrationHeaderKey"]
+    );
+}
+
+#[tokio::test]
+async fn cc_jnl_2_a_refused_request_is_journaled_not_dispatched() {
+    let rig = rig(r#"{"text": "never"}"#, json!({}), Some(4_000), true).await;
+    let end = rig.turn(&"lorem ipsum dolor sit amet ".repeat(600)).await;
+    let Some(TurnEndReason::Error { failure }) = end else {
+        panic!("{end:?}")
+    };
+    assert_eq!(failure["code"], "REQUEST_BUDGET_EXCEEDED");
+    let records = rig.journal().await;
+    let (_, record) = only_record(&records);
+    let data = &record["data"];
+    assert_eq!(data["outcome"], "not-dispatched");
+    assert_eq!(data["phase"], "failed");
+    assert_eq!(data["failure"]["code"], "REQUEST_BUDGET_EXCEEDED");
+    assert_eq!(data["failure"]["message"], failure["message"]);
+    assert_eq!(data["assessment"]["phase"], "hard");
+    assert!(data.get("dispatched").is_none(), "{data}");
+    assert!(rig.script.requests().is_empty());
+}
+
+#[tokio::test]
+async fn cc_jnl_2_a_provider_failure_settles_as_failed_on_the_attempt_event() {
+    let rig = rig(
+        r#"{"failure": {"code": "INVALID_REQUEST", "message": "bad request"}}"#,
+        json!({}),
+        Some(16_000),
+        true,
+    )
+    .await;
+    let end = rig.turn("a short question").await;
+    assert!(matches!(end, Some(TurnEndReason::Error { .. })), "{end:?}");
+    let records = rig.journal().await;
+    let (_, record) = only_record(&records);
+    let data = &record["data"];
+    let attempts = rig.events("assistant/attempt");
+    assert_eq!(data["dispatched"], true);
+    assert_eq!(data["outcome"], "failed");
+    assert_eq!(data["phase"], "failed");
+    assert_eq!(data["eventType"], "assistant/attempt");
+    assert_eq!(data["eventSeq"], attempts[0].0);
+}
+
+#[tokio::test]
+async fn cc_prc_3_a_failed_request_never_calibrates() {
+    let rig = rig(
+        concat!(
+            r#"{"failure": {"code": "INVALID_REQUEST", "message": "bad request"}}"#,
+            "\n",
+            r#"{"text": "two"}"#
+        ),
+        json!({}),
+        Some(16_000),
+        true,
+    )
+    .await;
+    rig.turn("first").await;
+    rig.turn("second").await;
+    let records = rig.journal().await;
+    let second = records
+        .iter()
+        .map(|(_, record)| &record["data"])
+        .find(|data| data["dispatchOrder"] == 2)
+        .unwrap();
+    assert_eq!(
+        second["pricingBasis"],
+        json!({"kind": "uncalibrated-estimate", "textScale": 1.0})
+    );
+}

@@ -1,0 +1,376 @@
+//! `context_rest` (CC-TOOL-2 .. CC-TOOL-4) and the rest outcome at its boundary
+//! (CC-BND-2), with the status controls of CC-CTL-3: argument checks on the spec's
+//! rules, then real turns where the model calls the tool through the loop.
+
+use ccare_agent::ToolFailure;
+use ccare_agent::controls::{Patch, PatchOp};
+use ccare_care::rest_tool::{advertised_max, check_rest_arguments, ecmascript_trim, rest_length};
+use ccare_care::texts::{EN, EN_REST, ZH_REST};
+use ccare_care::{REQUEST_SOURCE, STATE_SOURCE};
+use ccare_core::Locale;
+use ccare_core::kinds::TurnEndReason;
+use serde_json::{Value, json};
+
+use crate::rig::{Rig, rig};
+
+fn check(arguments: Value) -> Result<ccare_care::rest_tool::RestRequest, ToolFailure> {
+    check_rest_arguments(&arguments, 1000, 10_000, Locale::En)
+}
+
+fn note(length: usize) -> String {
+    "n".repeat(length)
+}
+
+#[test]
+fn cc_tool_2_the_advertised_maximum() {
+    assert_eq!(advertised_max(1000, 10_000), 8000);
+    assert_eq!(advertised_max(9000, 10_000), 9000);
+    assert_eq!(advertised_max(100, 5000), 5000);
+}
+
+#[test]
+fn cc_tool_3_lengths_are_utf16_units_after_an_ecmascript_trim() {
+    assert_eq!(rest_length("\u{FEFF} \t\n abc \u{2028}\u{3000}"), 3);
+    assert_eq!(
+        rest_length("😀"),
+        2,
+        "a non-BMP character is two UTF-16 units"
+    );
+    assert_eq!(rest_length("中文"), 2);
+    assert_eq!(
+        ecmascript_trim("\u{85}x\u{85}"),
+        "\u{85}x\u{85}",
+        "NEL is not ECMAScript white space"
+    );
+}
+
+#[test]
+fn cc_tool_3_checks_in_order_with_the_advertised_range() {
+    let error = check(json!({"note": note(1200), "extra": 1})).unwrap_err();
+    assert_eq!(error.code, "INVALID_ARGUMENTS");
+    assert_eq!(error.message, EN_REST.error_unknown_key);
+    assert!(
+        ["note", "deep", "recovery"]
+            .iter()
+            .all(|key| error.message.contains(key))
+    );
+
+    let error = check(json!({"note": note(999)})).unwrap_err();
+    assert_eq!(
+        error.message,
+        "The note must be between 1000 and 8000 characters; it has 999."
+    );
+    // The tolerance up to max_note_chars is accepted but never shown.
+    assert!(check(json!({"note": note(10_000)})).is_ok());
+    let error = check(json!({"note": note(10_001)})).unwrap_err();
+    assert!(error.message.contains("1000 and 8000"), "{}", error.message);
+    assert!(error.message.contains("10001"), "{}", error.message);
+    // Surrounding white space does not count; an emoji counts twice.
+    assert!(check(json!({"note": format!("   {}   ", note(999))})).is_err());
+    assert!(check(json!({"note": format!("{}😀", note(998))})).is_ok());
+    // A non-string note, or no object at all, counts as N = 0.
+    assert!(
+        check(json!({"note": 5}))
+            .unwrap_err()
+            .message
+            .ends_with("it has 0.")
+    );
+    let error = check(json!("just text")).unwrap_err();
+    assert!(error.message.ends_with("it has 0."), "{}", error.message);
+    assert!(check(Value::Null).is_err());
+
+    let error = check(json!({"note": note(1200), "recovery": 7})).unwrap_err();
+    assert!(
+        error.message.starts_with("The recovery path must be"),
+        "{}",
+        error.message
+    );
+    let error = check(json!({"note": note(1200), "recovery": "grep for it"})).unwrap_err();
+    assert!(error.message.ends_with("it has 11."), "{}", error.message);
+
+    let error = check(json!({"note": note(1200), "deep": true})).unwrap_err();
+    assert_eq!(error.message, EN_REST.error_deep_needs_recovery);
+    // Only the literal `true` makes a rest deep.
+    let request = check(json!({"note": note(1200), "deep": "true"})).unwrap();
+    assert!(!request.deep);
+    let request = check(json!({"note": note(1200), "deep": true, "recovery": note(1000)})).unwrap();
+    assert!(request.deep);
+}
+
+#[test]
+fn cc_gen_2_the_chinese_errors_fill_the_same_numbers() {
+    let error = check_rest_arguments(&json!({"note": "短"}), 1000, 10_000, Locale::Zh).unwrap_err();
+    assert_eq!(
+        error.message,
+        "笔记长度必须在 1000 到 8000 个字符之间；当前为 1。"
+    );
+    assert_ne!(ZH_REST.scheduled, EN_REST.scheduled);
+}
+
+fn rest_call(arguments: Value) -> String {
+    json!({"tool_calls": [{"name": "context_rest", "arguments": arguments}]}).to_string()
+}
+
+fn tool_results(rig: &Rig) -> Vec<Value> {
+    rig.events("tool/result")
+        .into_iter()
+        .map(|(_, data)| data["message"]["content"][0].clone())
+        .collect()
+}
+
+fn plugin_messages(rig: &Rig, kind: &str) -> Vec<Value> {
+    rig.user_messages()
+        .into_iter()
+        .filter(|message| message["source"]["kind"] == kind)
+        .collect()
+}
+
+fn text(message: &Value) -> &str {
+    message["content"][0]["text"].as_str().unwrap()
+}
+
+#[tokio::test]
+async fn cc_tool_4_a_rest_is_scheduled_then_reported_at_the_next_boundary() {
+    let handoff = format!("Goal: ship the parser. {}", note(1000));
+    let script = [
+        rest_call(json!({"note": handoff})),
+        r#"{"text": "resting done"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({}), Some(16_000), true).await;
+    assert_eq!(
+        rig.turn("please checkpoint").await,
+        Some(TurnEndReason::Completed)
+    );
+
+    let results = tool_results(&rig);
+    assert_eq!(results.len(), 1);
+    let result = &results[0];
+    assert_eq!(result["is_error"], false, "{result}");
+    assert_eq!(
+        result["content"][0]["text"],
+        format!("{} {}", EN_REST.scheduled, EN_REST.scheduled_then_continue)
+    );
+
+    let requests = plugin_messages(&rig, REQUEST_SOURCE);
+    assert_eq!(requests.len(), 1);
+    let request = &requests[0];
+    assert_eq!(text(request), format!("{}\n{handoff}", EN_REST.note_header));
+    assert_eq!(request["source"]["form"], "notice");
+    assert_eq!(request["source"]["summary"], "History compaction requested");
+    assert_eq!(request["source"]["contextRest"], json!({"deep": false}));
+    assert_eq!(
+        request["source"]["contextCareTrace"],
+        json!({"trigger": "context_rest", "deep": false})
+    );
+
+    // The boundary that carried the request reports on it, in the last message.
+    let states = plugin_messages(&rig, STATE_SOURCE);
+    let report = states.last().unwrap();
+    let users = rig.user_messages();
+    let position = |wanted: &Value| users.iter().position(|message| message == wanted).unwrap();
+    assert_eq!(
+        position(report),
+        position(request) + 1,
+        "the notice ends the batch"
+    );
+    let trace = &report["source"]["contextCareTrace"];
+    assert_eq!(trace["trigger"], "rest-result");
+    assert_eq!(trace["outcome"], "no-proposal");
+    let lines: Vec<&str> = text(report).lines().collect();
+    assert!(lines.contains(&EN_REST.outcome_no_proposal), "{lines:#?}");
+    assert!(
+        lines.contains(&EN.estimate),
+        "a requested rest reports: {lines:#?}"
+    );
+}
+
+#[tokio::test]
+async fn cc_tool_3_a_second_rest_while_one_is_pending_is_already_scheduled() {
+    let arguments = json!({"note": note(1200)});
+    let both = json!({"tool_calls": [
+        {"name": "context_rest", "arguments": arguments},
+        {"name": "context_rest", "arguments": arguments},
+    ]})
+    .to_string();
+    let script = [both, r#"{"text": "ok"}"#.to_owned()].join("\n");
+    let rig = rig(&script, json!({}), Some(16_000), true).await;
+    rig.turn("rest twice").await;
+    let results = tool_results(&rig);
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0]["is_error"], false);
+    assert_eq!(results[1]["is_error"], true);
+    let failure = results[1]["content"][0]["text"].as_str().unwrap();
+    assert!(failure.contains("ALREADY_SCHEDULED"), "{failure}");
+    assert!(
+        failure.contains(EN_REST.error_already_scheduled),
+        "{failure}"
+    );
+    assert_eq!(
+        plugin_messages(&rig, REQUEST_SOURCE).len(),
+        1,
+        "one rest queued"
+    );
+}
+
+#[tokio::test]
+async fn cc_bnd_2_r4_without_a_provider_the_rest_is_not_performed() {
+    let script = [
+        rest_call(json!({"note": note(1200), "deep": true, "recovery": note(1000)})),
+        r#"{"text": "ok"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({}), Some(16_000), false).await;
+    rig.turn("deep rest").await;
+    let request = plugin_messages(&rig, REQUEST_SOURCE).pop().unwrap();
+    assert_eq!(request["source"]["summary"], "Deep rest requested");
+    assert_eq!(
+        text(&request),
+        format!(
+            "{}\n{}\n\n{}\n{}",
+            EN_REST.note_header,
+            note(1200),
+            EN_REST.recovery_header,
+            note(1000)
+        )
+    );
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert_eq!(
+        report["source"]["contextCareTrace"]["outcome"],
+        "no-provider"
+    );
+    assert!(
+        text(&report)
+            .lines()
+            .any(|line| line == EN_REST.outcome_no_provider)
+    );
+}
+
+async fn patch(rig: &Rig, rule: &str, action: &str, enabled: bool) {
+    let controls = rig.host.controls();
+    controls.load(rig.session.id()).await.unwrap();
+    let revision = controls.snapshot(rig.session.id()).revision;
+    controls
+        .patch(
+            rig.session.id(),
+            Patch {
+                revision,
+                source_id: "context-care".to_owned(),
+                rule_id: rule.to_owned(),
+                op: PatchOp::Toggle {
+                    action_id: action.to_owned(),
+                    enabled,
+                },
+            },
+            rig.session.head(),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn cc_ctl_3_report_off_drops_the_levels_but_a_requested_rest_still_reports() {
+    let script = [
+        r#"{"text": "plain"}"#.to_owned(),
+        rest_call(json!({"note": note(1200)})),
+        r#"{"text": "ok"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({}), Some(16_000), true).await;
+    patch(&rig, "state", "report", false).await;
+    rig.turn("hello").await;
+    let plain = plugin_messages(&rig, STATE_SOURCE);
+    assert_eq!(plain.len(), 1);
+    assert_eq!(
+        text(&plain[0]),
+        format!("<context-care>\n{}\n</context-care>", EN.advice_normal[0]),
+        "advice only"
+    );
+    rig.turn("now rest").await;
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert!(
+        text(&report).contains(EN.estimate),
+        "explicit rest forces the report"
+    );
+}
+
+#[tokio::test]
+async fn cc_ctl_3_advice_off_keeps_the_outcome() {
+    let script = [
+        rest_call(json!({"note": note(1200)})),
+        r#"{"text": "ok"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({}), Some(16_000), true).await;
+    patch(&rig, "state", "advice", false).await;
+    rig.turn("rest").await;
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    let body = text(&report);
+    assert!(body.contains(EN_REST.outcome_no_proposal), "{body}");
+    assert!(!body.contains(EN.advice_normal[0]), "{body}");
+}
+
+#[tokio::test]
+async fn cc_met_5_every_boundary_refreshes_the_ui_sample() {
+    let rig = rig(r#"{"text": "one"}"#, json!({}), Some(16_000), true).await;
+    assert!(rig.care.ui_sample(rig.session.id()).is_none());
+    patch(&rig, "state", "report", false).await;
+    patch(&rig, "state", "advice", false).await;
+    rig.turn("hello").await;
+    assert!(
+        plugin_messages(&rig, STATE_SOURCE).is_empty(),
+        "nothing to say"
+    );
+    let sample = rig.care.ui_sample(rig.session.id()).unwrap();
+    assert!(sample.metrics.fatigue_value.is_some());
+    assert!(sample.at > 0);
+}
+
+fn lorem(repeats: usize) -> String {
+    "lorem ipsum dolor sit amet ".repeat(repeats)
+}
+
+#[tokio::test]
+async fn cc_bnd_2_a_summarizable_range_is_reported_as_not_performed_in_this_build() {
+    for (arguments, deep) in [
+        (json!({"note": note(1200)}), false),
+        (
+            json!({"note": note(1200), "deep": true, "recovery": note(1000)}),
+            true,
+        ),
+    ] {
+        let script = [
+            r#"{"text": "read it"}"#.to_owned(),
+            rest_call(arguments),
+            r#"{"text": "ok"}"#.to_owned(),
+        ]
+        .join("\n");
+        let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
+        rig.turn(&lorem(400)).await;
+        rig.turn("now rest").await;
+        let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+        assert_eq!(
+            report["source"]["contextCareTrace"]["outcome"], "executor-unavailable",
+            "deep {deep}"
+        );
+        assert!(text(&report).contains(EN_REST.outcome_executor_unavailable));
+    }
+}
+
+#[tokio::test]
+async fn cc_hys_1_each_session_has_its_own_controller() {
+    // S = floor(0.8 · 16000) = 12800 with the defaults; a ~13k-token prompt arms it.
+    let rig = rig(
+        "{\"text\": \"one\"}\n{\"text\": \"two\"}",
+        json!({}),
+        Some(16_000),
+        true,
+    )
+    .await;
+    let (light, light_session) = rig.another().await;
+    rig.turn(&lorem(2000)).await;
+    light.prompt("hello");
+    light.when_idle().await;
+    assert!(rig.care.ui_sample(rig.session.id()).unwrap().armed);
+    assert!(!rig.care.ui_sample(light_session.id()).unwrap().armed);
+}

@@ -1,0 +1,153 @@
+//! One real composition for the plugin tests: a SQLite file in a temp dir, the
+//! scripted provider on route `s/small`, a host with `context-care` mounted, and one
+//! agent on a fresh session. Journal records are read back through a second store
+//! handle on the same file, as another process would see them.
+
+use std::sync::Arc;
+
+use ccare_agent::domains::{DomainSpec, Domains, TableSpec};
+use ccare_agent::{Agent, AgentOptions, Host};
+use ccare_care::{ContextCare, RouteSnapshot};
+use ccare_core::SystemClock;
+use ccare_llm::script::ScriptProvider;
+use ccare_llm::{Llm, LlmConfig, ModelConfig, ProviderConfig, ProviderKind};
+use ccare_session::{Registry, Session, Sessions, SessionsConfig};
+use ccare_store::{SqliteConfig, SqliteStore, Store};
+use serde_json::Value;
+use tempfile::TempDir;
+
+pub(crate) struct Rig {
+    pub(crate) dir: TempDir,
+    pub(crate) host: Arc<Host>,
+    pub(crate) agent: Agent,
+    pub(crate) session: Session,
+    pub(crate) script: ScriptProvider,
+    pub(crate) care: ContextCare,
+    pub(crate) sessions: Arc<Sessions>,
+}
+
+/// The rig with `window` as the model's context window (`None`: unknown) and
+/// `with_route` deciding whether the plugin knows the route.
+pub(crate) async fn rig(script: &str, config: Value, window: Option<u64>, with_route: bool) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
+    let registry = Arc::new(Registry::with_host_defaults());
+    let sessions = Arc::new(Sessions::new(
+        Arc::new(store) as Arc<dyn Store>,
+        Arc::new(SystemClock),
+        Arc::clone(&registry),
+        SessionsConfig::default(),
+    ));
+    let script = ScriptProvider::from_jsonl(script).unwrap();
+    let mut llm_config = LlmConfig::default();
+    llm_config
+        .providers
+        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
+    llm_config.models.insert(
+        "s/small".into(),
+        ModelConfig {
+            context_window: window,
+            max_output_tokens: Some(1_000),
+            ..ModelConfig::default()
+        },
+    );
+    let mut llm = Llm::from_config(llm_config, &|_| None).unwrap();
+    llm.insert_provider(
+        "s",
+        ProviderConfig::new(ProviderKind::Script),
+        Arc::new(script.clone()),
+    );
+    let route = llm.route("s/small").unwrap();
+    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
+    let care = if with_route {
+        ContextCare::default().with_route(RouteSnapshot::of(&route))
+    } else {
+        ContextCare::default()
+    };
+    host.mount(&care, &config).unwrap();
+    let session = sessions.create(None, Default::default()).await.unwrap();
+    let agent = Agent::new(
+        Arc::clone(&host),
+        session.clone(),
+        Arc::new(SystemClock),
+        AgentOptions::new("s/small"),
+    );
+    Rig {
+        dir,
+        host,
+        agent,
+        session,
+        script,
+        care,
+        sessions,
+    }
+}
+
+impl Rig {
+    /// A second agent on a fresh session of the same host (the same mounted plugin).
+    pub(crate) async fn another(&self) -> (Agent, Session) {
+        let session = self
+            .sessions
+            .create(None, Default::default())
+            .await
+            .unwrap();
+        let agent = Agent::new(
+            Arc::clone(&self.host),
+            session.clone(),
+            Arc::new(SystemClock),
+            AgentOptions::new("s/small"),
+        );
+        (agent, session)
+    }
+
+    /// Runs one prompt to the end of its turn.
+    pub(crate) async fn turn(&self, prompt: &str) -> Option<ccare_core::kinds::TurnEndReason> {
+        self.agent.prompt(prompt);
+        self.agent.when_idle().await
+    }
+
+    /// The journal's records as a fresh store handle reads them from the file, in key
+    /// order: `(key, record)`.
+    pub(crate) async fn journal(&self) -> Vec<(String, Value)> {
+        let store = SqliteStore::open(SqliteConfig::new(self.dir.path().join("ccare.db"))).unwrap();
+        let domains = Domains::new(Arc::new(store) as Arc<dyn Store>);
+        let domain = domains
+            .open(
+                DomainSpec::new("context_care_requests", 1).table(TableSpec::new("records")),
+                "reader",
+            )
+            .await
+            .unwrap();
+        domain
+            .table("records")
+            .unwrap()
+            .entries("")
+            .into_iter()
+            .map(|(key, value)| (key, (*value).clone()))
+            .collect()
+    }
+
+    /// The data of every event of `kind`, in log order, with its seq.
+    pub(crate) fn events(&self, kind: &str) -> Vec<(u64, Value)> {
+        self.session.with_log(|log| {
+            log.events()
+                .iter()
+                .filter(|event| event.kind() == kind)
+                .map(|event| {
+                    (
+                        event.seq(),
+                        serde_json::from_str(event.data_json()).unwrap(),
+                    )
+                })
+                .collect()
+        })
+    }
+
+    /// The user messages of the log, in order, as JSON.
+    pub(crate) fn user_messages(&self) -> Vec<Value> {
+        self.events("user/message")
+            .into_iter()
+            .map(|(_, data)| data["message"].clone())
+            .collect()
+    }
+}
