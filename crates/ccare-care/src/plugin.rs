@@ -21,6 +21,7 @@ use crate::boundary::{Boundary, GenerationMark};
 use crate::care::{Care, Samples, UiSample};
 use crate::config::CareConfig;
 use crate::gate::{BudgetGate, JournalFlush};
+use crate::guidance::Guidance;
 use crate::journal::RequestJournal;
 use crate::rest_tool::RestTool;
 use crate::status_tool::StatusTool;
@@ -101,6 +102,7 @@ impl Plugin for ContextCare {
     fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
         let config = Arc::new(CareConfig::from_json(config)?);
         scope.control_source(context_care_catalog())?;
+        scope.projection(ccare_session::erase(crate::numeric::NumericProjection))?;
         let care = Arc::new(Care {
             config,
             route: self.route.clone(),
@@ -111,6 +113,9 @@ impl Plugin for ContextCare {
             samples: self.samples.clone(),
         });
         scope.tool(Arc::new(StatusTool::new(Arc::clone(&care))))?;
+        scope.request(Arc::new(Guidance {
+            care: Arc::clone(&care),
+        }));
         scope.tool(Arc::new(RestTool::new(Arc::clone(&care))))?;
         scope.pre_step(
             Arc::new(GenerationMark {

@@ -370,3 +370,122 @@ pub fn fill(text: &str, min: usize, max: usize, n: usize) -> String {
         .replace("{max}", &max.to_string())
         .replace("{n}", &n.to_string())
 }
+
+/// The guidance section of the system prompt (CC-NTC-5): a heading and eight lines,
+/// each switched by its own control `guidance-<id>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuidanceTexts {
+    /// The heading line.
+    pub heading: &'static str,
+    /// `(id, line)` in section order: meaning, capacity, continuity, handoff, automatic,
+    /// labels, pressure, hesitation.
+    pub lines: [(&'static str, &'static str); 8],
+}
+
+/// The English guidance.
+pub const EN_GUIDANCE: GuidanceTexts = GuidanceTexts {
+    heading: "Context state (context-care):",
+    lines: [
+        (
+            "meaning",
+            "- The context-state levels estimate the load of each request and how much \
+             history is retained; they are not evidence of memory loss, hallucination or \
+             impairment, and they are not a deadline.",
+        ),
+        (
+            "capacity",
+            "- Do not infer the context capacity from the length of the conversation or from \
+             a feeling that it is full; rely on the reported levels.",
+        ),
+        (
+            "continuity",
+            "- Keep working normally. Low wakefulness means less of the earlier context is \
+             retained, so consult checkpoints and files for details; do not invent or pad.",
+        ),
+        (
+            "handoff",
+            "- At any suitable boundary you may rest with context_rest and a detailed note \
+             (goal, verified progress, unfinished work, key paths). Save to files first; a \
+             request is not the result, so wait for the reported outcome.",
+        ),
+        (
+            "automatic",
+            "- Automatic compaction is the safety net when you do not rest yourself.",
+        ),
+        (
+            "labels",
+            "- The levels are estimates, not commands: no need to panic, rush or compact \
+             repeatedly.",
+        ),
+        (
+            "pressure",
+            "- When the levels rise, follow the concrete advice given; that they are only \
+             estimates is no reason to push on regardless.",
+        ),
+        (
+            "hesitation",
+            "- If you have deliberated twice about whether to compact, compact; this is \
+             separate from compacting because of the levels.",
+        ),
+    ],
+};
+
+/// The Chinese guidance.
+pub const ZH_GUIDANCE: GuidanceTexts = GuidanceTexts {
+    heading: "上下文状态（context-care）：",
+    lines: [
+        (
+            "meaning",
+            "- 上下文状态等级估计的是每次请求的负载和保留的历史量；它们不是记忆丧失、幻觉或能力受损的证据，也不是截止期限。",
+        ),
+        (
+            "capacity",
+            "- 不要凭对话长度或“已经很满”的感觉推断上下文容量；以报告的等级为准。",
+        ),
+        (
+            "continuity",
+            "- 照常工作。唤醒值低表示保留的早期上下文较少，细节请查阅检查点和文件；不要编造或凑内容。",
+        ),
+        (
+            "handoff",
+            "- 在任何合适的段落处都可以用 context_rest 休息，并附上详细笔记（目标、已验证的进展、未完成的工作、关键路径）。先保存到文件；请求不等于完成，请等待报告的结果。",
+        ),
+        ("automatic", "- 你不主动休息时，自动压缩是安全网。"),
+        (
+            "labels",
+            "- 等级是估计，不是命令：无需慌张、赶工或反复压缩。",
+        ),
+        (
+            "pressure",
+            "- 等级上升时，请按给出的具体建议行事；“只是估计”不是硬撑下去的理由。",
+        ),
+        (
+            "hesitation",
+            "- 如果你已经两次犹豫是否压缩，就进行压缩；这与因等级而压缩是两回事。",
+        ),
+    ],
+};
+
+/// The guidance of a locale.
+pub fn guidance_texts(locale: Locale) -> &'static GuidanceTexts {
+    match locale {
+        Locale::En => &EN_GUIDANCE,
+        Locale::Zh => &ZH_GUIDANCE,
+    }
+}
+
+/// The guidance section with the lines `enabled(id)` keeps, or `None` when every
+/// line is off (CC-NTC-5).
+pub fn render_guidance(locale: Locale, enabled: impl Fn(&str) -> bool) -> Option<String> {
+    let texts = guidance_texts(locale);
+    let lines: Vec<&str> = texts
+        .lines
+        .iter()
+        .filter(|(id, _)| enabled(id))
+        .map(|(_, line)| *line)
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    Some(format!("{}\n{}", texts.heading, lines.join("\n")))
+}

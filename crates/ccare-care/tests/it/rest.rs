@@ -374,3 +374,70 @@ async fn cc_hys_1_each_session_has_its_own_controller() {
     assert!(rig.care.ui_sample(rig.session.id()).unwrap().armed);
     assert!(!rig.care.ui_sample(light_session.id()).unwrap().armed);
 }
+
+fn system_of(rig: &Rig, index: usize) -> Option<String> {
+    rig.script.requests()[index].config.system.clone()
+}
+
+#[tokio::test]
+async fn cc_ntc_5_the_guidance_section_follows_its_controls() {
+    use ccare_care::texts::EN_GUIDANCE;
+    let script = [
+        r#"{"text": "one"}"#,
+        r#"{"text": "two"}"#,
+        r#"{"text": "three"}"#,
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({}), Some(16_000), true).await;
+    rig.turn("first").await;
+    let all: Vec<&str> = EN_GUIDANCE.lines.iter().map(|(_, line)| *line).collect();
+    assert_eq!(
+        system_of(&rig, 0).unwrap(),
+        format!("{}\n{}", EN_GUIDANCE.heading, all.join("\n"))
+    );
+    patch(&rig, "guidance-hesitation", "notice", false).await;
+    rig.turn("second").await;
+    assert_eq!(
+        system_of(&rig, 1).unwrap(),
+        format!("{}\n{}", EN_GUIDANCE.heading, all[..7].join("\n"))
+    );
+    for (id, _) in &EN_GUIDANCE.lines[..7] {
+        patch(&rig, &format!("guidance-{id}"), "notice", false).await;
+    }
+    rig.turn("third").await;
+    assert_eq!(system_of(&rig, 2), None, "every line off: no section");
+}
+
+#[test]
+fn cc_ntc_6_levels_parse_from_either_locale() {
+    use ccare_care::numeric::parse_level_line;
+    assert_eq!(
+        parse_level_line("Fatigue: very-high; wakefulness: low."),
+        Some(("very-high", "low"))
+    );
+    assert_eq!(
+        parse_level_line("疲劳度：偏高；唤醒值：未知。"),
+        Some(("elevated", "unknown"))
+    );
+    assert_eq!(parse_level_line("Fatigue: tired; wakefulness: low."), None);
+    assert_eq!(parse_level_line("These levels are estimates"), None);
+}
+
+#[tokio::test]
+async fn cc_ntc_6_the_projection_follows_the_latest_notice() {
+    use ccare_care::numeric::{NUMERIC_KEY, NumericProjection};
+    let rig = rig(r#"{"text": "one"}"#, json!({}), Some(16_000), true).await;
+    rig.turn("hello").await;
+    let state = rig
+        .session
+        .state_of::<NumericProjection>(NUMERIC_KEY)
+        .await
+        .unwrap();
+    let notice = rig.events("user/message").pop().unwrap();
+    assert_eq!(state.sampled_seq, Some(notice.0));
+    assert_eq!(state.fatigue.as_deref(), Some("normal"));
+    assert_eq!(state.wakefulness.as_deref(), Some("low"));
+    let metadata = &notice.1["message"]["source"]["contextCare"];
+    assert_eq!(state.fatigue_value, metadata["fatigueValue"].as_f64());
+    assert!(state.fatigue_value.is_some());
+}
