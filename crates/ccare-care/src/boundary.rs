@@ -84,6 +84,10 @@ impl PreStepHook for GenerationMark {
         next: PreStepNext<'a>,
     ) -> BoxFuture<'a, Result<PreStepDecision, HookError>> {
         Box::pin(async move {
+            self.care
+                .ensure_session(&context.session)
+                .await
+                .map_err(hook_error)?;
             let generation = context.session.derived_view().replace_generation;
             self.care.with_session(context.session.id(), |state| {
                 state.generation_at_boundary = Some(generation);
@@ -162,6 +166,7 @@ impl Boundary {
         let care = &self.care;
         let session = &context.hook.session;
         let id = session.id();
+        care.ensure_session(session).await.map_err(hook_error)?;
         let rest = context
             .entered
             .iter()

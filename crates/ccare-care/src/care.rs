@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::budget::{Budget, RouteInfo, resolve};
 use crate::config::{CareConfig, RoutePurpose};
-use crate::hysteresis::HysteresisController;
+use crate::hysteresis::{HysteresisController, HysteresisThresholds};
 use crate::journal::{JournalEntry, RequestJournal, calibration_record};
 use crate::metrics::{ContextCareMetrics, MetricInputs};
 use crate::plugin::RouteSnapshot;
@@ -70,9 +70,8 @@ impl Samples {
     }
 }
 
-/// The per-session state of the plugin, process-local (a restart starts unarmed with
-/// no rest pending: a pending rest's message is in the durable inbox and still reaches
-/// its boundary).
+/// The per-session state of the plugin, derived from the journal when a process first
+/// sees the session ([`Care::ensure_session`]).
 #[derive(Debug, Default)]
 pub(crate) struct SessionCare {
     /// The session's own maintenance controller (CC-HYS-1).
@@ -120,6 +119,53 @@ impl Care {
         self.controls
             .decide(session, CONTROL_SOURCE, rule, action)
             .is_enabled()
+    }
+
+    /// Makes sure the session's state exists, deriving it from durable data the first
+    /// time this process sees the session (so consecutive processes behave like one):
+    /// the controller replays the journal's conversation requests (their `Q` against
+    /// their budget's `S` and `L`). A rest queued by an earlier process needs no
+    /// state: it waits in the agent's durable inbox and reaches the next boundary,
+    /// before the model can ask again.
+    pub(crate) async fn ensure_session(
+        &self,
+        session: &ccare_session::Session,
+    ) -> Result<(), CareError> {
+        if self.sessions.lock().contains_key(session.id()) {
+            return Ok(());
+        }
+        let entries = self.journal.list(session.id()).await?;
+        let mut controller = HysteresisController::new();
+        for entry in &entries {
+            let data = &entry.data;
+            if data.get("purpose").and_then(Value::as_str) != Some("conversation") {
+                continue;
+            }
+            let (Some(q), Some(budget)) = (
+                data.get("inputTokens").and_then(Value::as_u64),
+                data.get("budget").filter(|budget| !budget.is_null()),
+            ) else {
+                continue;
+            };
+            let thresholds = budget
+                .get("softInput")
+                .and_then(Value::as_i64)
+                .zip(budget.get("releaseTarget").and_then(Value::as_i64))
+                .map(|(soft_input, release_target)| HysteresisThresholds {
+                    soft_input,
+                    release_target,
+                });
+            controller.observe(q, thresholds);
+        }
+        self.sessions
+            .lock()
+            .entry(session.id().clone())
+            .or_insert(SessionCare {
+                controller,
+                rest_pending: false,
+                generation_at_boundary: None,
+            });
+        Ok(())
     }
 
     /// Runs `f` on the session's state.

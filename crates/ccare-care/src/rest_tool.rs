@@ -227,6 +227,9 @@ impl Tool for RestTool {
                 care.config.max_note_chars,
                 care.locale,
             )?;
+            care.ensure_session(&context.session)
+                .await
+                .map_err(|error| ToolFailure::new(codes::INTERNAL, error.to_string()))?;
             let session = context.session.id().clone();
             let already = care.with_session(&session, |state| {
                 std::mem::replace(&mut state.rest_pending, true)

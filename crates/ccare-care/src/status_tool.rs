@@ -64,6 +64,9 @@ impl Tool for StatusTool {
             let internal = |error: crate::care::CareError| {
                 ToolFailure::new(codes::INTERNAL, error.to_string())
             };
+            care.ensure_session(&context.session)
+                .await
+                .map_err(internal)?;
             let frozen = care.freeze(&id).await.map_err(internal)?;
             let view = context.session.derived_view();
             let measured = care

@@ -23,6 +23,9 @@ pub(crate) struct Booted {
     /// request share this one load instead of reloading the file.
     #[allow(dead_code)]
     pub(crate) meter: ccare_meter::Meter,
+    /// The context-care plugin's handle when `[plugins.context-care]` mounted it: the
+    /// UI samples `/status` shows.
+    pub(crate) care: Option<ccare_care::ContextCare>,
 }
 
 /// Builds the host: an invalid config or workspace is bad input (exit 2).
@@ -72,7 +75,14 @@ pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> 
         host.add_tool(tool)
             .map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
     }
-    mount_plugins(&host, settings, &route)?;
+    let care = ccare_care::ContextCare::default()
+        .with_route(ccare_care::RouteSnapshot::of(&route))
+        .with_locale(settings.locale);
+    mount_plugins(&host, settings, &care)?;
+    let care = settings
+        .plugins
+        .contains_key("context-care")
+        .then_some(care);
     let mut options = AgentOptions::new(settings.model.clone());
     options.max_steps_per_turn = settings.loop_limits.max_steps_per_turn;
     options.max_request_retries = settings.loop_limits.max_request_retries;
@@ -82,20 +92,17 @@ pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> 
         host,
         options,
         meter,
+        care,
     })
 }
 
 /// The plugins this build knows, by `[plugins.<name>]` table name (stream-watch lands
-/// with its issue; context-care is mounted with its budget check so far).
-fn known_plugins(route: &ccare_llm::Route, locale: ccare_core::Locale) -> Vec<Box<dyn Plugin>> {
+/// with its issue; context-care is mounted without maintenance so far).
+fn known_plugins(care: &ccare_care::ContextCare) -> Vec<Box<dyn Plugin>> {
     vec![
         Box::new(ccare_time_context::TimeContext),
         Box::new(ccare_time_context::TimeContextInvariant),
-        Box::new(
-            ccare_care::ContextCare::default()
-                .with_route(ccare_care::RouteSnapshot::of(route))
-                .with_locale(locale),
-        ),
+        Box::new(care.clone()),
     ]
 }
 
@@ -104,9 +111,9 @@ fn known_plugins(route: &ccare_llm::Route, locale: ccare_core::Locale) -> Vec<Bo
 fn mount_plugins(
     host: &Host,
     settings: &Settings,
-    route: &ccare_llm::Route,
+    care: &ccare_care::ContextCare,
 ) -> Result<(), Failure> {
-    let known = known_plugins(route, settings.locale);
+    let known = known_plugins(care);
     for (name, table) in &settings.plugins {
         let Some(plugin) = known.iter().find(|plugin| plugin.name() == name) else {
             let names: Vec<&str> = known.iter().map(|plugin| plugin.name()).collect();

@@ -324,6 +324,12 @@ impl Chat<'_> {
                 usage.input, usage.cache_read, usage.output
             )?;
         }
+        if let Some(care) = &self.booted.care {
+            match care.ui_sample(self.session.id()) {
+                Some(sample) => writeln!(stdout, "context    {}", context_line(&sample))?,
+                None => writeln!(stdout, "context    not sampled yet")?,
+            }
+        }
         stdout.flush()
     }
 
@@ -660,4 +666,31 @@ mod tests {
             "error STEP_LIMIT: too many"
         );
     }
+}
+
+/// The user's view of a context-care sample (CC-MET-5): percentages with at most one
+/// decimal and the level, `uncalibrated` without a number, and whether automatic
+/// maintenance is armed.
+fn context_line(sample: &ccare_care::UiSample) -> String {
+    fn part(name: &str, value: Option<f64>, level: &str) -> String {
+        match value {
+            Some(value) => format!("{name} {}% ({level})", (value * 10.0).round() / 10.0),
+            None => format!("{name} uncalibrated"),
+        }
+    }
+    let metrics = &sample.metrics;
+    format!(
+        "{} · {}{}",
+        part("fatigue", metrics.fatigue_value, metrics.fatigue.as_str()),
+        part(
+            "wakefulness",
+            metrics.wakefulness_value,
+            metrics.wakefulness.as_str()
+        ),
+        if sample.armed {
+            " · maintenance armed"
+        } else {
+            ""
+        }
+    )
 }

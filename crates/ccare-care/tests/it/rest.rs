@@ -441,3 +441,81 @@ async fn cc_ntc_6_the_projection_follows_the_latest_notice() {
     assert_eq!(state.fatigue_value, metadata["fatigueValue"].as_f64());
     assert!(state.fatigue_value.is_some());
 }
+
+#[tokio::test]
+async fn a_pending_rest_and_the_armed_controller_outlive_the_process() {
+    use crate::rig::rig_in;
+    use ccare_agent::AgentOptions;
+    // Process 1: the model asks for a rest in the turn's only step, so the rest waits
+    // in the durable inbox when the process ends; the prompt arms the controller.
+    let mut options = AgentOptions::new("s/small");
+    options.max_steps_per_turn = 1;
+    let config = json!({"release_margin_tokens": 4000});
+    let first = rig_in(
+        tempfile::tempdir().unwrap(),
+        &rest_call(json!({"note": note(1200)})),
+        config.clone(),
+        Some(16_000),
+        true,
+        None,
+        options,
+    )
+    .await;
+    first.turn(&lorem(2000)).await;
+    assert!(first.care.ui_sample(first.session.id()).unwrap().armed);
+    assert!(
+        plugin_messages(&first, REQUEST_SOURCE).is_empty(),
+        "not delivered yet"
+    );
+    let Rig {
+        dir,
+        session,
+        agent,
+        ..
+    } = first;
+    let id = session.id().clone();
+    drop(agent);
+
+    // Process 2, with a larger window: S = 16000, L = 12000, and the session's Q sits
+    // between them, so the controller stays armed only if it was derived as armed.
+    let script = [
+        rest_call(json!({"note": note(1300)})),
+        r#"{"text": "ok"}"#.to_owned(),
+    ]
+    .join("\n");
+    let second = rig_in(
+        dir,
+        &script,
+        config,
+        Some(20_000),
+        true,
+        Some(&id),
+        AgentOptions::new("s/small"),
+    )
+    .await;
+    second.agent.restore_inbox().await.unwrap();
+    second.agent.when_idle().await;
+    second.turn("continue").await;
+    assert!(
+        second.care.ui_sample(&id).unwrap().armed,
+        "derived from the journal"
+    );
+    let requests = plugin_messages(&second, REQUEST_SOURCE);
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert!(
+        text(&requests[0]).ends_with(&note(1200)),
+        "the first process's rest"
+    );
+    assert!(
+        text(&requests[1]).ends_with(&note(1300)),
+        "then the new one"
+    );
+    let report = plugin_messages(&second, STATE_SOURCE).pop().unwrap();
+    assert_eq!(
+        report["source"]["contextCareTrace"]["trigger"],
+        "rest-result"
+    );
+    // It was delivered before the model spoke, so a new request is no longer a repeat.
+    let last = tool_results(&second).pop().unwrap();
+    assert_eq!(last["is_error"], false, "{last}");
+}

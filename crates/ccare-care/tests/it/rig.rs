@@ -29,7 +29,29 @@ pub(crate) struct Rig {
 /// The rig with `window` as the model's context window (`None`: unknown) and
 /// `with_route` deciding whether the plugin knows the route.
 pub(crate) async fn rig(script: &str, config: Value, window: Option<u64>, with_route: bool) -> Rig {
-    let dir = tempfile::tempdir().unwrap();
+    rig_in(
+        tempfile::tempdir().unwrap(),
+        script,
+        config,
+        window,
+        with_route,
+        None,
+        AgentOptions::new("s/small"),
+    )
+    .await
+}
+
+/// The rig on an existing directory, reopening `session` when given (as a new process
+/// would), with the agent's `options`.
+pub(crate) async fn rig_in(
+    dir: TempDir,
+    script: &str,
+    config: Value,
+    window: Option<u64>,
+    with_route: bool,
+    session: Option<&ccare_core::SessionId>,
+    options: AgentOptions,
+) -> Rig {
     let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
     let registry = Arc::new(Registry::with_host_defaults());
     let sessions = Arc::new(Sessions::new(
@@ -65,12 +87,15 @@ pub(crate) async fn rig(script: &str, config: Value, window: Option<u64>, with_r
         ContextCare::default()
     };
     host.mount(&care, &config).unwrap();
-    let session = sessions.create(None, Default::default()).await.unwrap();
+    let session = match session {
+        Some(id) => sessions.open(id).await.unwrap(),
+        None => sessions.create(None, Default::default()).await.unwrap(),
+    };
     let agent = Agent::new(
         Arc::clone(&host),
         session.clone(),
         Arc::new(SystemClock),
-        AgentOptions::new("s/small"),
+        options,
     );
     Rig {
         dir,

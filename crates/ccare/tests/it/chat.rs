@@ -405,3 +405,42 @@ max_output_tokens = 1024
         .collect();
     assert_eq!(ends, [&Value::from("aborted"), &Value::from("completed")]);
 }
+
+#[test]
+fn cc_met_5_status_shows_the_context_load_as_percentages_and_levels() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("s.jsonl"), "{\"text\": \"Hello.\"}\n").unwrap();
+    std::fs::write(
+        dir.path().join("ccare.toml"),
+        "[agent]\nmodel = \"s/small\"\n[providers.s]\nkind = \"script\"\nscript = \"s.jsonl\"\n[models.\"s/small\"]\ncontext_window = 16000\nmax_output_tokens = 1000\n[plugins.context-care]\n",
+    )
+    .unwrap();
+    let output = chat(dir.path(), &[], "/status\nhi\n/status\n");
+    let stdout = text(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let contexts: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("context    "))
+        .collect();
+    assert_eq!(contexts.len(), 2, "{stdout}");
+    assert_eq!(contexts[0], "context    not sampled yet");
+    // One short prompt on a 16000-token window: a fraction of a percent of fatigue.
+    let line = contexts[1].trim_start_matches("context    ");
+    let (fatigue, wakefulness) = line.split_once(" · ").unwrap();
+    let percent = |part: &str, name: &str, level: &str| -> f64 {
+        let number = part
+            .strip_prefix(&format!("{name} "))
+            .and_then(|rest| rest.strip_suffix(&format!("% ({level})")))
+            .unwrap_or_else(|| panic!("{part}"));
+        assert!(
+            number
+                .split('.')
+                .nth(1)
+                .is_none_or(|decimals| decimals.len() == 1),
+            "{part}"
+        );
+        number.parse().unwrap()
+    };
+    assert!(percent(fatigue, "fatigue", "normal") < 30.0);
+    assert!(percent(wakefulness, "wakefulness", "low") < 30.0);
+}
