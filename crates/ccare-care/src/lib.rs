@@ -63,6 +63,7 @@ mod plugin;
 pub mod pricing;
 pub mod range;
 pub mod range_nodes;
+pub mod report;
 pub mod rest_tool;
 mod status_tool;
 pub mod texts;

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use ccare_agent::controls::context_care_catalog;
 use ccare_agent::{Plugin, PluginScope};
@@ -18,24 +18,38 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::boundary::{Boundary, GenerationMark};
-use crate::care::{Care, Samples, UiSample};
+use crate::care::{Care, CareError, Samples, UiSample};
 use crate::config::CareConfig;
 use crate::gate::{BudgetGate, JournalFlush};
 use crate::guidance::Guidance;
 use crate::journal::RequestJournal;
+use crate::report::ContextReport;
 use crate::rest_tool::RestTool;
 use crate::status_tool::StatusTool;
+use ccare_session::Session;
 
 /// The `context-care` plugin.
 ///
 /// `ContextCare::default()` knows no route and speaks English: `context_status` then
 /// reports both metrics as `unknown`. The binary hands it the conversation route with
 /// [`ContextCare::with_route`] and the project locale with [`ContextCare::with_locale`].
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct ContextCare {
     route: Option<Arc<RouteSnapshot>>,
     locale: Locale,
     samples: Samples,
+    mounted: Arc<OnceLock<Arc<Care>>>,
+}
+
+impl std::fmt::Debug for ContextCare {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ContextCare")
+            .field("route", &self.route)
+            .field("locale", &self.locale)
+            .field("mounted", &self.mounted.get().is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ContextCare {
@@ -52,6 +66,13 @@ impl ContextCare {
     /// first. Shared by every clone of this handle and the plugin it mounted.
     pub fn ui_sample(&self, session: &SessionId) -> Option<UiSample> {
         self.samples.get(session)
+    }
+
+    /// A fresh sample of `session` (what its next request would cost), appending
+    /// nothing; `None` until this handle has been mounted.
+    pub async fn report(&self, session: &Session) -> Option<Result<ContextReport, CareError>> {
+        let care = Arc::clone(self.mounted.get()?);
+        Some(care.report(session).await)
     }
 
     /// The plugin with the locale of its model-visible texts (CC-GEN-2).
@@ -132,6 +153,7 @@ impl Plugin for ContextCare {
         scope.idle(Arc::new(JournalFlush {
             care: Arc::clone(&care),
         }));
+        let _ = self.mounted.set(Arc::clone(&care));
         scope.request_gate(Arc::new(BudgetGate { care }));
         Ok(())
     }

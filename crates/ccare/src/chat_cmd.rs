@@ -144,7 +144,7 @@ impl Chat<'_> {
                 let name = command.split_whitespace().next().unwrap_or_default();
                 match name {
                     "quit" | "exit" => break Exit::Done,
-                    "status" => self.status().map_err(Failure::failed)?,
+                    "status" => self.status().await.map_err(Failure::failed)?,
                     "sessions" => self.sessions().await?,
                     _ => eprintln!("unknown command /{name}; {HINT}"),
                 }
@@ -288,8 +288,9 @@ impl Chat<'_> {
         Ok(())
     }
 
-    /// `/status`: the session, the model, the log's size and the last turn.
-    fn status(&self) -> std::io::Result<()> {
+    /// `/status`: the session, the model, the log's size, the last turn and, with
+    /// context-care mounted, a fresh sample of the context load.
+    async fn status(&self) -> std::io::Result<()> {
         let (head, turns, last_end, usage) = self.session.with_log(|log| {
             let mut last_end: Option<TurnEndReason> = None;
             let mut usage: Option<TokenUsage> = None;
@@ -324,10 +325,17 @@ impl Chat<'_> {
                 usage.input, usage.cache_read, usage.output
             )?;
         }
-        if let Some(care) = &self.booted.care {
-            match care.ui_sample(self.session.id()) {
-                Some(sample) => writeln!(stdout, "context    {}", context_line(&sample))?,
-                None => writeln!(stdout, "context    not sampled yet")?,
+        if let Some(care) = &self.booted.care
+            && let Some(report) = care.report(&self.session).await
+        {
+            match report {
+                Ok(report) => {
+                    for line in ccare_care::report::render_report(&report) {
+                        writeln!(stdout, "{line}")?;
+                    }
+                    writeln!(stdout, "{}", crate::context_cmd::NOTHING_APPENDED)?;
+                }
+                Err(error) => writeln!(stdout, "context      unavailable: {error}")?,
             }
         }
         stdout.flush()
@@ -666,31 +674,4 @@ mod tests {
             "error STEP_LIMIT: too many"
         );
     }
-}
-
-/// The user's view of a context-care sample (CC-MET-5): percentages with at most one
-/// decimal and the level, `uncalibrated` without a number, and whether automatic
-/// maintenance is armed.
-fn context_line(sample: &ccare_care::UiSample) -> String {
-    fn part(name: &str, value: Option<f64>, level: &str) -> String {
-        match value {
-            Some(value) => format!("{name} {}% ({level})", (value * 10.0).round() / 10.0),
-            None => format!("{name} uncalibrated"),
-        }
-    }
-    let metrics = &sample.metrics;
-    format!(
-        "{} · {}{}",
-        part("fatigue", metrics.fatigue_value, metrics.fatigue.as_str()),
-        part(
-            "wakefulness",
-            metrics.wakefulness_value,
-            metrics.wakefulness.as_str()
-        ),
-        if sample.armed {
-            " · maintenance armed"
-        } else {
-            ""
-        }
-    )
 }

@@ -36,6 +36,28 @@ pub(crate) enum Command {
     TimeContext(TimeContextCommand),
     /// List the configured routes and their context windows.
     Models(ModelsArgs),
+    /// Context care: how loaded a session is.
+    #[command(subcommand)]
+    Context(ContextCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ContextCommand {
+    /// A fresh sample of what the session's next request would cost (appends nothing).
+    Status(ContextStatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ContextStatusArgs {
+    /// The session.
+    #[arg(long, value_name = "ID")]
+    pub(crate) session: String,
+    /// The model, `<provider>/<model>` (default: [agent] model).
+    #[arg(long, value_name = "PROVIDER/MODEL")]
+    pub(crate) model: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -8,6 +8,7 @@ mod boot;
 mod chat_cmd;
 mod cli;
 mod config;
+mod context_cmd;
 mod demo;
 mod home;
 mod llm_cmd;
@@ -121,6 +122,15 @@ fn main() -> ExitCode {
                 .map_err(|error| Failure::bad_input(anyhow::anyhow!(error)))?;
                 println!("{reading}");
                 Ok(())
+            }
+            Command::Context(cli::ContextCommand::Status(args)) => {
+                let overrides = config::Overrides {
+                    model: args.model,
+                    provider: None,
+                };
+                let settings = load_settings(cli.config.as_deref(), &home, &overrides)?;
+                let booted = boot::boot(&settings, &home)?;
+                context_cmd::status(&booted, &args.session, args.json).await
             }
             Command::Models(args) => {
                 let settings =

@@ -407,9 +407,13 @@ max_output_tokens = 1024
 }
 
 #[test]
-fn cc_met_5_status_shows_the_context_load_as_percentages_and_levels() {
+fn cc_met_5_status_shows_a_fresh_context_sample_with_percentages_and_levels() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("s.jsonl"), "{\"text\": \"Hello.\"}\n").unwrap();
+    std::fs::write(
+        dir.path().join("s.jsonl"),
+        "{\"text\": \"Hello.\", \"usage\": {\"input\": 5000, \"output\": 2}}\n",
+    )
+    .unwrap();
     std::fs::write(
         dir.path().join("ccare.toml"),
         "[agent]\nmodel = \"s/small\"\n[providers.s]\nkind = \"script\"\nscript = \"s.jsonl\"\n[models.\"s/small\"]\ncontext_window = 16000\nmax_output_tokens = 1000\n[plugins.context-care]\n",
@@ -418,29 +422,46 @@ fn cc_met_5_status_shows_the_context_load_as_percentages_and_levels() {
     let output = chat(dir.path(), &[], "/status\nhi\n/status\n");
     let stdout = text(&output.stdout);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    let contexts: Vec<&str> = stdout
-        .lines()
-        .filter(|line| line.starts_with("context    "))
-        .collect();
-    assert_eq!(contexts.len(), 2, "{stdout}");
-    assert_eq!(contexts[0], "context    not sampled yet");
-    // One short prompt on a 16000-token window: a fraction of a percent of fatigue.
-    let line = contexts[1].trim_start_matches("context    ");
-    let (fatigue, wakefulness) = line.split_once(" · ").unwrap();
-    let percent = |part: &str, name: &str, level: &str| -> f64 {
-        let number = part
-            .strip_prefix(&format!("{name} "))
-            .and_then(|rest| rest.strip_suffix(&format!("% ({level})")))
-            .unwrap_or_else(|| panic!("{part}"));
+    let field = |name: &str| -> Vec<String> {
+        stdout
+            .lines()
+            .filter_map(|line| line.strip_prefix(&format!("{name:<13}")))
+            .map(str::to_owned)
+            .collect()
+    };
+    let fatigue = field("fatigue");
+    assert_eq!(fatigue.len(), 2, "{stdout}");
+    for value in &fatigue {
+        let number = value
+            .strip_suffix("% (normal)")
+            .unwrap_or_else(|| panic!("{value}"));
+        assert!(number.parse::<f64>().unwrap() < 30.0, "{value}");
         assert!(
             number
                 .split('.')
                 .nth(1)
                 .is_none_or(|decimals| decimals.len() == 1),
-            "{part}"
+            "{value}"
         );
-        number.parse().unwrap()
-    };
-    assert!(percent(fatigue, "fatigue", "normal") < 30.0);
-    assert!(percent(wakefulness, "wakefulness", "low") < 30.0);
+    }
+    assert_eq!(field("capacity"), ["16000 tokens (context window)"; 2]);
+    assert_eq!(
+        field("budget"),
+        ["C 16000 · R 1000 · H 15000 · S 12800 · L 12800"; 2]
+    );
+    assert_eq!(field("phase"), ["normal"; 2]);
+    // Before any request the meter's own estimate; after one, its real usage.
+    let calibration = field("calibration");
+    assert_eq!(calibration[0], "heuristic × 1");
+    assert!(
+        calibration[1].starts_with("usage-calibrated × "),
+        "{calibration:?}"
+    );
+    assert_eq!(
+        stdout
+            .lines()
+            .filter(|line| *line == "(sampled now; nothing was appended to the session)")
+            .count(),
+        2
+    );
 }

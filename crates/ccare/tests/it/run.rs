@@ -361,3 +361,63 @@ fn cc_bud_6_run_refuses_an_over_budget_request_locally_and_exits_1() {
     assert!(stderr.contains("exceeds hard input budget"), "{stderr}");
     assert!(text(&output.stdout).is_empty());
 }
+
+#[test]
+fn context_status_samples_a_session_without_appending_anything() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("s.jsonl"),
+        "{\"text\": \"Hello.\", \"usage\": {\"input\": 5000, \"output\": 2}}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("ccare.toml"),
+        "[agent]\nmodel = \"s/small\"\n[providers.s]\nkind = \"script\"\nscript = \"s.jsonl\"\n[models.\"s/small\"]\ncontext_window = 16000\nmax_output_tokens = 1000\n[plugins.context-care]\n",
+    )
+    .unwrap();
+    let run = ccare(dir.path(), &["run", "--prompt", "hi"]);
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let id = text(&run.stderr)
+        .split_whitespace()
+        .find(|word| word.len() > 20)
+        .unwrap()
+        .to_owned();
+    let export = |dir: &Path| ccare(dir, &["sessions", "export", &id]).stdout;
+    let before = export(dir.path());
+    let output = ccare(
+        dir.path(),
+        &["context", "status", "--session", &id, "--json"],
+    );
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(report["calibration"], "usage-calibrated");
+    assert_eq!(report["budget"]["hardInput"], 15000);
+    assert_eq!(report["assessment"]["phase"], "normal");
+    assert_eq!(report["metrics"]["fatigue"], "normal");
+    assert!(
+        report["injectedTokens"].as_u64().unwrap() > 0,
+        "the status notice"
+    );
+    let human = ccare(dir.path(), &["context", "status", "--session", &id]);
+    let stdout = text(&human.stdout);
+    assert!(
+        stdout.starts_with(&format!("session      {id}\nfatigue      ")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("(sampled now; nothing was appended to the session)\n"),
+        "{stdout}"
+    );
+    assert_eq!(export(dir.path()), before, "the log is unchanged");
+
+    let missing = ccare(dir.path(), &["context", "status", "--session", "no-such"]);
+    assert_eq!(missing.status.code(), Some(2));
+    std::fs::write(
+        dir.path().join("ccare.toml"),
+        "[agent]\nmodel = \"s/small\"\n[providers.s]\nkind = \"script\"\nscript = \"s.jsonl\"\n",
+    )
+    .unwrap();
+    let unmounted = ccare(dir.path(), &["context", "status", "--session", &id]);
+    assert_eq!(unmounted.status.code(), Some(2));
+    assert!(text(&unmounted.stderr).contains("[plugins.context-care]"));
+}
