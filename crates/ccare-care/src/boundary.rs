@@ -148,7 +148,7 @@ fn notice(text: &str, metrics: &ContextCareMetrics, trace: Value) -> Message {
     let mut message = Message::from_blocks(vec![ContentBlock::text(text)]);
     message.source = Some(Source::Plugin(Box::new(PluginSource {
         kind: STATE_SOURCE.to_owned(),
-        plugin: None,
+        plugin: Some("context-care".to_owned()),
         form: Some("notice".to_owned()),
         summary: Some("Context state".to_owned()),
         sections: None,

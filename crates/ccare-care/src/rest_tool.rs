@@ -187,7 +187,7 @@ pub fn rest_message(request: &RestRequest, locale: Locale) -> Message {
     let mut message = Message::from_blocks(vec![ContentBlock::text(text)]);
     message.source = Some(Source::Plugin(Box::new(PluginSource {
         kind: REQUEST_SOURCE.to_owned(),
-        plugin: None,
+        plugin: Some("context-care".to_owned()),
         form: Some("notice".to_owned()),
         summary: Some(
             if request.deep {

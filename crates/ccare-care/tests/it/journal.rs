@@ -113,6 +113,10 @@ async fn cc_prc_3_the_next_request_is_priced_on_the_previous_requests_real_usage
         (scale - 1000.0 / raw_first as f64).abs() < 1e-9,
         "prompt 900 + 100 cache read over {raw_first} raw tokens, got {scale}"
     );
+    // Acceptance: after one real usage sample, the estimate of that same request is
+    // within 1% of the provider's count (here exact: prompt 900 + 100 cache read).
+    let estimate = raw_first as f64 * scale;
+    assert!((estimate - 1000.0).abs() / 1000.0 < 0.01, "{estimate}");
     let raw_second = second["rawInput"]["textTokens"].as_u64().unwrap();
     assert_eq!(
         second["inputTokens"],

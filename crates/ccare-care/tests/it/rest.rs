@@ -143,6 +143,24 @@ async fn cc_tool_4_a_rest_is_scheduled_then_reported_at_the_next_boundary() {
         Some(TurnEndReason::Completed)
     );
 
+    // A10: the advertised schema has a minimum and never a maximum.
+    let requests = rig.script.requests();
+    let tool = requests[0]
+        .config
+        .tools
+        .iter()
+        .find(|tool| tool.name == "context_rest")
+        .unwrap();
+    let schema = &tool.input_schema;
+    assert_eq!(schema["properties"]["note"]["minLength"], 1000);
+    assert!(!schema.to_string().contains("maxLength"), "{schema}");
+    assert_eq!(schema["required"], json!(["note"]));
+    assert_eq!(schema["additionalProperties"], false);
+    let note_help = schema["properties"]["note"]["description"]
+        .as_str()
+        .unwrap();
+    assert!(note_help.contains("1000 and 8000"), "{note_help}");
+
     let results = tool_results(&rig);
     assert_eq!(results.len(), 1);
     let result = &results[0];
@@ -157,6 +175,10 @@ async fn cc_tool_4_a_rest_is_scheduled_then_reported_at_the_next_boundary() {
     let request = &requests[0];
     assert_eq!(text(request), format!("{}\n{handoff}", EN_REST.note_header));
     assert_eq!(request["source"]["form"], "notice");
+    assert_eq!(
+        request["source"]["plugin"], "context-care",
+        "A11: the producer"
+    );
     assert_eq!(request["source"]["summary"], "History compaction requested");
     assert_eq!(request["source"]["contextRest"], json!({"deep": false}));
     assert_eq!(
@@ -518,4 +540,32 @@ async fn a_pending_rest_and_the_armed_controller_outlive_the_process() {
     // It was delivered before the model spoke, so a new request is no longer a repeat.
     let last = tool_results(&second).pop().unwrap();
     assert_eq!(last["is_error"], false, "{last}");
+}
+
+#[test]
+fn a9_a10_the_spec_note_vectors() {
+    for (arguments, n) in [
+        (json!({"note": ""}), 0),
+        (json!({"note": note(999)}), 999),
+        (json!({"note": note(10_001)}), 10_001),
+        (Value::Null, 0),
+        (json!({}), 0),
+        (json!({"note": 42}), 0),
+        (json!([]), 0),
+    ] {
+        let error = check(arguments.clone()).unwrap_err();
+        assert!(
+            error
+                .message
+                .ends_with(&format!("between 1000 and 8000 characters; it has {n}.")),
+            "{arguments}: {}",
+            error.message
+        );
+        assert!(!error.message.contains("10000"), "{}", error.message);
+    }
+    for length in [8000, 8001, 10_000] {
+        assert!(check(json!({"note": note(length)})).is_ok(), "{length}");
+    }
+    let error = check(json!({"note": note(1200), "x": 1})).unwrap_err();
+    assert_eq!(error.message, EN_REST.error_unknown_key);
 }

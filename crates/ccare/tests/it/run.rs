@@ -22,7 +22,7 @@ fn ccare(dir: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
-async fn ccare_async(dir: &Path, args: &[&str]) -> Output {
+pub(crate) async fn ccare_async(dir: &Path, args: &[&str]) -> Output {
     let dir = dir.to_path_buf();
     let args: Vec<String> = args.iter().map(|arg| (*arg).to_owned()).collect();
     tokio::task::spawn_blocking(move || {
@@ -33,7 +33,7 @@ async fn ccare_async(dir: &Path, args: &[&str]) -> Output {
     .unwrap()
 }
 
-fn text(bytes: &[u8]) -> String {
+pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
