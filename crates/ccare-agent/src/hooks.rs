@@ -241,6 +241,10 @@ pub struct BoundaryContext<'a> {
     /// The messages entered at this boundary so far, in batch order: what the pre-step
     /// chain entered, then the notices of contributors that ran earlier.
     pub entered: &'a [Message],
+    /// What the request segments would add to this step's request now
+    /// ([`RequestSegment::preview`]), for pricing: they follow every surface message
+    /// on the wire but never enter the log.
+    pub request_only: &'a [Message],
 }
 
 /// Contributes notices at each step's boundary, after the pre-step chain. Contributors

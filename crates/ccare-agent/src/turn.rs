@@ -187,10 +187,20 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
         }
         // Boundary notices follow what the pre-step chain entered, in priority order.
         let mut entered = entered;
+        let request_only: Vec<Message> = if hooks.boundary.is_empty() {
+            Vec::new()
+        } else {
+            hooks
+                .segments
+                .iter()
+                .flat_map(|segment| segment.hook.preview(&context))
+                .collect()
+        };
         for (_, contributor) in &hooks.boundary {
             let boundary = BoundaryContext {
                 hook: &context,
                 entered: &entered,
+                request_only: &request_only,
             };
             match contributor.hook.contribute(&boundary).await {
                 Ok(notices) => entered.extend(notices),

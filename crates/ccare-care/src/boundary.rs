@@ -180,8 +180,11 @@ impl Boundary {
         let frozen = care.freeze(id).await.map_err(hook_error)?;
         let view = session.derived_view();
         let surface = || view.messages.iter().map(|derived| &*derived.message);
+        // CC-MET-4: the pending batch and the request-only segments (promptCost) count
+        // in the load, not in what is retained.
+        let batch = || context.entered.iter().chain(context.request_only.iter());
         let measured = care
-            .measure(&frozen, surface(), context.entered.iter())
+            .measure(&frozen, surface(), batch())
             .map_err(hook_error)?;
         let armed = care.with_session(id, |state| {
             if rest.is_none() {
@@ -223,11 +226,7 @@ impl Boundary {
         } else {
             let draft = notice(&first, &measured.metrics, trace(&measured));
             let with_notice = care
-                .measure(
-                    &frozen,
-                    surface(),
-                    context.entered.iter().chain(std::iter::once(&draft)),
-                )
+                .measure(&frozen, surface(), batch().chain(std::iter::once(&draft)))
                 .map_err(hook_error)?;
             (
                 render_status(care.locale, &with_notice.metrics, parts),

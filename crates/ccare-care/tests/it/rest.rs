@@ -569,3 +569,93 @@ fn a9_a10_the_spec_note_vectors() {
     let error = check(json!({"note": note(1200), "x": 1})).unwrap_err();
     assert_eq!(error.message, EN_REST.error_unknown_key);
 }
+
+/// A plugin whose request segment adds one large request-only message to each request.
+struct BigSegment;
+
+impl ccare_agent::RequestSegment for BigSegment {
+    fn preview(&self, _context: &ccare_agent::HookContext) -> Vec<ccare_core::Message> {
+        vec![ccare_core::Message::from_blocks(vec![
+            ccare_core::ContentBlock::text(lorem(600)),
+        ])]
+    }
+    fn reserve(
+        &self,
+        context: &ccare_agent::HookContext,
+        _call_id: &str,
+    ) -> Vec<ccare_core::Message> {
+        self.preview(context)
+    }
+    fn dispatched(&self, _context: &ccare_agent::HookContext, _call_id: &str) {}
+    fn release(&self, _context: &ccare_agent::HookContext, _call_id: &str) {}
+}
+
+impl ccare_agent::Plugin for BigSegment {
+    fn name(&self) -> &str {
+        "big-segment"
+    }
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut ccare_agent::PluginScope<'_>,
+    ) -> Result<(), String> {
+        scope.request_segment(std::sync::Arc::new(BigSegment));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn cc_met_4_request_only_segments_count_in_the_load_not_in_what_is_retained() {
+    let plain = rig(r#"{"text": "one"}"#, json!({}), Some(16_000), true).await;
+    let segmented = rig(r#"{"text": "one"}"#, json!({}), Some(16_000), true).await;
+    segmented.host.mount(&BigSegment, &json!({})).unwrap();
+    plain.turn("hello").await;
+    segmented.turn("hello").await;
+    let values = |rig: &Rig| {
+        let notice = plugin_messages(rig, STATE_SOURCE).pop().unwrap();
+        let metadata = notice["source"]["contextCare"].clone();
+        (
+            metadata["fatigueValue"].as_f64().unwrap(),
+            metadata["wakefulnessValue"].as_f64().unwrap(),
+        )
+    };
+    let (plain_fatigue, plain_wakefulness) = values(&plain);
+    let (fatigue, wakefulness) = values(&segmented);
+    assert!(fatigue > plain_fatigue, "{fatigue} vs {plain_fatigue}");
+    assert_eq!(
+        wakefulness, plain_wakefulness,
+        "segments are not retained history"
+    );
+}
+
+#[tokio::test]
+async fn a3_a_stored_notice_without_numbers_reads_as_levels_with_null_values() {
+    use ccare_care::numeric::{NUMERIC_KEY, NumericProjection};
+    let rig = rig(r#"{"text": "one"}"#, json!({}), Some(16_000), true).await;
+    let mut message = ccare_core::Message::from_blocks(vec![ccare_core::ContentBlock::text(
+        "<context-care>\n疲劳度：高；唤醒值：正常。\n</context-care>",
+    )]);
+    message.source = Some(ccare_core::Source::Plugin(Box::new(
+        ccare_core::PluginSource {
+            kind: STATE_SOURCE.to_owned(),
+            plugin: Some("context-care".to_owned()),
+            form: Some("notice".to_owned()),
+            summary: Some("Context state".to_owned()),
+            sections: None,
+            extra: ccare_core::Extra::new(),
+        },
+    )));
+    let draft = ccare_core::EventDraft::typed(&ccare_core::kinds::UserMessage { message })
+        .unwrap()
+        .with_surface(ccare_core::SurfaceOp::Append);
+    let event = rig.session.append(draft).unwrap();
+    let state = rig
+        .session
+        .state_of::<NumericProjection>(NUMERIC_KEY)
+        .await
+        .unwrap();
+    assert_eq!(state.sampled_seq, Some(event.seq()));
+    assert_eq!(state.fatigue.as_deref(), Some("high"));
+    assert_eq!(state.wakefulness.as_deref(), Some("normal"));
+    assert_eq!((state.fatigue_value, state.wakefulness_value), (None, None));
+}
