@@ -1,0 +1,1 @@
+//! The stream watch engine (SW-1 .. SW-7). (Being written.)

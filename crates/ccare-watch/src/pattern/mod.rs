@@ -1,0 +1,1 @@
+//! The output-pattern detector (OP-1 .. OP-5). (Being written.)
