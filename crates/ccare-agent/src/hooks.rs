@@ -251,11 +251,32 @@ pub struct BoundaryContext<'a> {
 /// run in priority order (lower first, then registration order) and each sees the
 /// notices before it, so a status notice registered last can price everything.
 pub trait BoundaryContributor: Send + Sync + 'static {
-    /// The notices to enter now (user-role messages with a plugin source).
+    /// The notices to enter now (user-role messages with a plugin source), and which
+    /// entered messages to withdraw from the batch.
     fn contribute<'a>(
         &'a self,
         context: &'a BoundaryContext<'a>,
-    ) -> BoxFuture<'a, Result<Vec<Message>, HookError>>;
+    ) -> BoxFuture<'a, Result<BoundaryContribution, HookError>>;
+}
+
+/// What a boundary contributor adds to a step's batch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BoundaryContribution {
+    /// Notices appended to the batch, in order.
+    pub notices: Vec<Message>,
+    /// Indexes into [`BoundaryContext::entered`] of messages that leave the batch (never
+    /// logged), e.g. a rest request whose text a checkpoint already carries
+    /// (context-care CC-BND-2 R3). They still leave the inbox.
+    pub withdraw: Vec<usize>,
+}
+
+impl From<Vec<Message>> for BoundaryContribution {
+    fn from(notices: Vec<Message>) -> Self {
+        Self {
+            notices,
+            withdraw: Vec::new(),
+        }
+    }
 }
 
 /// Request-only messages (scoped prompts, output feedback, completion notices): they

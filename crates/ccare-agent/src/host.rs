@@ -214,6 +214,12 @@ impl PluginScope<'_> {
         self.host.domains.for_owner(&self.owner)
     }
 
+    /// The host's LLM layer, for plugins that make their own calls (e.g. context-care's
+    /// summaries, purpose `compaction`).
+    pub fn llm(&self) -> Arc<Llm> {
+        Arc::clone(&self.host.llm)
+    }
+
     /// The host's per-session rule controls (RC-*, CC-CTL), to consult at run time.
     pub fn controls(&self) -> Controls {
         self.host.controls.clone()

@@ -27,10 +27,10 @@ mod turn;
 
 pub use agent::{Agent, AgentOptions, CancelCause, LiveChunk};
 pub use hooks::{
-    BoundaryContext, BoundaryContributor, HookContext, HookError, IdleHook, PreStepDecision,
-    PreStepHook, PreStepInput, PreStepNext, RequestErrorDecision, RequestErrorHook, RequestGate,
-    RequestHook, RequestSegment, SettledOutcome, Settlement, StreamContext, StreamObserver,
-    StreamVerdict, TurnStoppingHook,
+    BoundaryContext, BoundaryContribution, BoundaryContributor, HookContext, HookError, IdleHook,
+    PreStepDecision, PreStepHook, PreStepInput, PreStepNext, RequestErrorDecision,
+    RequestErrorHook, RequestGate, RequestHook, RequestSegment, SettledOutcome, Settlement,
+    StreamContext, StreamObserver, StreamVerdict, TurnStoppingHook,
 };
 pub use host::{Host, HostError, Plugin, PluginScope, SystemSection};
 pub use inbox::{Entry, Target};

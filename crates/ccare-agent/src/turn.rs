@@ -203,7 +203,15 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
                 request_only: &request_only,
             };
             match contributor.hook.contribute(&boundary).await {
-                Ok(notices) => entered.extend(notices),
+                Ok(contribution) => {
+                    let mut index = 0;
+                    entered.retain(|_| {
+                        let keep = !contribution.withdraw.contains(&index);
+                        index += 1;
+                        keep
+                    });
+                    entered.extend(contribution.notices);
+                }
                 Err(error) => {
                     return Ok(hook_failed(
                         "boundary",

@@ -4,45 +4,27 @@
 //! reports the outcome of a requested rest, and appends the status notice as the last
 //! message of the batch when its model-visible text changed (or a rest was requested).
 //!
-//! What this build does not do yet (the maintenance issue): prune, summary passes and
-//! deep rest. The controller is observed and kept per session, but no automatic pass
-//! runs; a requested rest that would need compaction is answered with the
-//! `executor-unavailable` outcome, which says plainly that nothing was done.
+//! Maintenance itself (prune, summary passes, a requested summary or deep rest) lives
+//! in [`crate::maintenance`]; the boundary decides when it runs and reports it.
 
 use std::sync::Arc;
 
 use ccare_agent::{
-    BoundaryContext, BoundaryContributor, BoxFuture, HookContext, HookError, PreStepDecision,
-    PreStepHook, PreStepInput, PreStepNext,
+    BoundaryContext, BoundaryContribution, BoundaryContributor, BoxFuture, HookContext, HookError,
+    PreStepDecision, PreStepHook, PreStepInput, PreStepNext,
 };
 use ccare_core::{ContentBlock, Extra, Message, PluginSource, Source};
 use serde_json::{Value, json};
 
 use crate::budget::assess;
 use crate::care::{Care, Measured, UiSample};
+use crate::maintenance::{AutoBand, RestOutcome};
 use crate::metrics::ContextCareMetrics;
 use crate::rest_tool::REQUEST_SOURCE;
-use crate::texts::{RestTexts, StatusParts, render_status, rest_texts};
+use crate::texts::{AutoTexts, RestTexts, StatusParts, auto_texts, render_status, rest_texts};
 
 /// The source kind of status notices (CC-NTC-1).
 pub const STATE_SOURCE: &str = "plugin:context-care:state";
-
-/// What came of a requested rest at its boundary (CC-BND-2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RestOutcome {
-    /// R1: the history was already reduced at this boundary.
-    AlreadyReduced,
-    /// R2: a deep rest with nothing clearable beyond the system head.
-    DeepNothingToClear,
-    /// R4: no summary provider.
-    NoProvider,
-    /// R5: no range worth summarizing outside the retained recent part.
-    NoProposal,
-    /// R8: the requested path failed (e.g. the surface could not be measured).
-    Error,
-    /// A range exists, but this build cannot compact yet.
-    ExecutorUnavailable,
-}
 
 impl RestOutcome {
     /// The id written to the notice's `contextCareTrace.outcome`.
@@ -50,10 +32,12 @@ impl RestOutcome {
         match self {
             RestOutcome::AlreadyReduced => "already-reduced",
             RestOutcome::DeepNothingToClear => "deep-nothing-to-clear",
+            RestOutcome::DeepDone => "deep-done",
             RestOutcome::NoProvider => "no-provider",
             RestOutcome::NoProposal => "no-proposal",
+            RestOutcome::MemoHit => "memo-hit",
+            RestOutcome::Committed => "committed",
             RestOutcome::Error => "error",
-            RestOutcome::ExecutorUnavailable => "executor-unavailable",
         }
     }
 
@@ -62,10 +46,32 @@ impl RestOutcome {
         match self {
             RestOutcome::AlreadyReduced => texts.outcome_already_reduced,
             RestOutcome::DeepNothingToClear => texts.outcome_deep_nothing_to_clear,
+            RestOutcome::DeepDone => texts.outcome_deep_done,
             RestOutcome::NoProvider => texts.outcome_no_provider,
             RestOutcome::NoProposal => texts.outcome_no_proposal,
+            RestOutcome::MemoHit => texts.outcome_memo_hit,
+            RestOutcome::Committed => texts.outcome_committed,
             RestOutcome::Error => texts.outcome_error,
-            RestOutcome::ExecutorUnavailable => texts.outcome_executor_unavailable,
+        }
+    }
+}
+
+impl AutoBand {
+    /// The id written to the notice's `contextCareTrace.outcome`.
+    pub fn id(self) -> &'static str {
+        match self {
+            AutoBand::WithinTarget => "auto-within-target",
+            AutoBand::AboveTarget => "auto-above-target",
+            AutoBand::AboveHard => "auto-above-hard",
+        }
+    }
+
+    /// The outcome line in a locale's catalog.
+    pub fn line(self, texts: &AutoTexts) -> &'static str {
+        match self {
+            AutoBand::WithinTarget => texts.within_target,
+            AutoBand::AboveTarget => texts.above_target,
+            AutoBand::AboveHard => texts.above_hard,
         }
     }
 }
@@ -162,60 +168,120 @@ fn hook_error(error: impl std::fmt::Display) -> HookError {
 }
 
 impl Boundary {
-    async fn run(&self, context: &BoundaryContext<'_>) -> Result<Vec<Message>, HookError> {
+    async fn run(&self, context: &BoundaryContext<'_>) -> Result<BoundaryContribution, HookError> {
         let care = &self.care;
         let session = &context.hook.session;
         let id = session.id();
         care.ensure_session(session).await.map_err(hook_error)?;
-        let rest = context
+        let rest_index = context
             .entered
             .iter()
-            .find(|message| plugin_kind(message) == Some(REQUEST_SOURCE));
+            .position(|message| plugin_kind(message) == Some(REQUEST_SOURCE));
+        let rest = rest_index.and_then(|index| context.entered.get(index));
         let generation_at_start = care.with_session(id, |state| {
             if rest.is_some() {
                 state.rest_pending = false;
             }
             state.generation_at_boundary.take()
         });
+        // CC-BND-1 steps 2-4: flush the journal, freeze pricing, sample.
         let frozen = care.freeze(id).await.map_err(hook_error)?;
-        let view = session.derived_view();
-        let surface = || view.messages.iter().map(|derived| &*derived.message);
         // CC-MET-4: the pending batch and the request-only segments (promptCost) count
         // in the load, not in what is retained.
-        let batch = || context.entered.iter().chain(context.request_only.iter());
-        let measured = care
-            .measure(&frozen, surface(), batch())
-            .map_err(hook_error)?;
-        let armed = care.with_session(id, |state| {
-            if rest.is_none() {
-                // Automatic maintenance runs while the controller is armed (CC-HYS-1);
-                // the passes themselves are the maintenance issue's.
+        let batch: Vec<Message> = context
+            .entered
+            .iter()
+            .chain(context.request_only.iter())
+            .cloned()
+            .collect();
+        let measure = |batch: &[Message], extra: Option<&Message>| {
+            let view = session.derived_view();
+            care.measure(
+                &frozen,
+                view.messages
+                    .iter()
+                    .map(|derived| &*derived.message)
+                    .collect::<Vec<_>>(),
+                batch.iter().chain(extra),
+            )
+            .map_err(hook_error)
+        };
+        let measured = measure(&batch, None)?;
+        let maintenance = crate::maintenance::Context {
+            session,
+            batch: &batch,
+            turn: Some(context.hook.turn),
+            cancel: context.hook.cancel.clone(),
+            now_ms: context.hook.clock.now_ms(),
+        };
+        let mut withdraw = Vec::new();
+        let mut outcome: Option<(&'static str, &'static str)> = None;
+        let rest_texts_ = rest_texts(care.locale);
+        let measured = if let Some(rest) = rest {
+            // A requested rest (CC-BND-1 step 8); the automatic loop does not run.
+            let deep = is_deep(rest);
+            let reduced_here = generation_at_start
+                .is_some_and(|start| start != session.derived_view().replace_generation);
+            let (result, leaves) = if care.route.is_none() && !deep {
+                (RestOutcome::NoProvider, false)
+            } else {
+                care.requested(&maintenance, &frozen, rest, deep, reduced_here, &measured)
+                    .await
+            };
+            if leaves && let Some(index) = rest_index {
+                withdraw.push(index);
+            }
+            outcome = Some((result.id(), result.line(rest_texts_)));
+            let remaining: Vec<Message> = batch
+                .iter()
+                .enumerate()
+                .filter(|(index, _)| !(leaves && Some(*index) == rest_index))
+                .map(|(_, message)| message.clone())
+                .collect();
+            measure(&remaining, None)?
+        } else if measured.budget.is_some() {
+            // CC-BND-1 step 7: automatic maintenance while armed (CC-HYS-1, CC-MNT-6).
+            let armed = care.with_session(id, |state| {
                 state
                     .controller
-                    .observe_budget(measured.load, measured.budget.as_ref());
+                    .observe_budget(measured.load, measured.budget.as_ref())
+                    .is_armed()
+            });
+            if armed {
+                let (passes, after) = care.automatic(&maintenance, &frozen, measured).await;
+                if passes > 0
+                    && let Some(budget) = after.budget.as_ref()
+                {
+                    let band = AutoBand::of(after.load, budget);
+                    outcome = Some((band.id(), band.line(auto_texts(care.locale))));
+                }
+                after
+            } else {
+                measured
             }
-            state.controller.is_armed()
-        });
-        let outcome = rest.map(|rest| {
-            self.rest_outcome(
-                rest,
-                generation_at_start.is_some_and(|start| start != view.replace_generation),
-                &view,
-                &frozen,
-                &measured,
-            )
-        });
-        let texts = rest_texts(care.locale);
+        } else {
+            care.with_session(id, |state| {
+                state.controller.observe_budget(measured.load, None);
+            });
+            measured
+        };
+        let armed = care.with_session(id, |state| state.controller.is_armed());
+        let kept: Vec<Message> = batch
+            .iter()
+            .enumerate()
+            .filter(|(index, _)| !withdraw.contains(index))
+            .map(|(_, message)| message.clone())
+            .collect();
         let parts = StatusParts {
             report: rest.is_some() || care.enabled(id, "state", "report"),
             advice: care.enabled(id, "state", "advice"),
-            outcome: outcome.map(|outcome| outcome.line(texts)),
+            outcome: outcome.map(|(_, line)| line),
         };
         let trace = |measured: &Measured| {
             json!({
                 "trigger": if rest.is_some() { "rest-result" } else { "budget-state" },
                 "budget": assess(measured.load, measured.budget.as_ref()),
-                "outcome": outcome.map(RestOutcome::id),
+                "outcome": outcome.map(|(id, _)| id),
             })
         };
         // Price the exact notice (CC-NTC-2, CC-DEF-4): sample without it, then with it;
@@ -225,9 +291,7 @@ impl Boundary {
             (first, measured)
         } else {
             let draft = notice(&first, &measured.metrics, trace(&measured));
-            let with_notice = care
-                .measure(&frozen, surface(), batch().chain(std::iter::once(&draft)))
-                .map_err(hook_error)?;
+            let with_notice = measure(&kept, Some(&draft))?;
             (
                 render_status(care.locale, &with_notice.metrics, parts),
                 with_notice,
@@ -241,72 +305,21 @@ impl Boundary {
                 armed,
             },
         );
+        let view = session.derived_view();
         let last = view
             .messages
             .iter()
             .rev()
             .find(|derived| plugin_kind(&derived.message) == Some(STATE_SOURCE))
             .and_then(|derived| first_text(&derived.message));
-        if text.is_empty() || (rest.is_none() && last == Some(text.as_str())) {
-            return Ok(Vec::new());
-        }
-        Ok(vec![notice(&text, &measured.metrics, trace(&measured))])
-    }
-
-    /// CC-BND-2 for the outcomes this build can reach without compacting.
-    fn rest_outcome(
-        &self,
-        rest: &Message,
-        reduced_here: bool,
-        view: &ccare_session::DerivedView,
-        frozen: &crate::care::Frozen,
-        measured: &Measured,
-    ) -> RestOutcome {
-        let deep = is_deep(rest);
-        if !deep && reduced_here {
-            return RestOutcome::AlreadyReduced;
-        }
-        if self.care.route.is_none() {
-            return RestOutcome::NoProvider;
-        }
-        let Ok(nodes) = crate::range_nodes::nodes(view, frozen) else {
-            return RestOutcome::Error;
+        let notices = if text.is_empty()
+            || (rest.is_none() && outcome.is_none() && last == Some(text.as_str()))
+        {
+            Vec::new()
+        } else {
+            vec![notice(&text, &measured.metrics, trace(&measured))]
         };
-        if deep {
-            return match crate::range_nodes::deep_clear_range(&nodes) {
-                None => RestOutcome::DeepNothingToClear,
-                Some(_) => RestOutcome::ExecutorUnavailable,
-            };
-        }
-        let config = &self.care.config;
-        // CC-MNT-4 setup: retain = budget.tail ?? retainTokens ?? 0; no fallback for an
-        // explicit rest (R5).
-        let retain = measured
-            .budget
-            .as_ref()
-            .map(|budget| u64::try_from(budget.tail).unwrap_or(0))
-            .or(config.retain_tokens)
-            .unwrap_or(0);
-        let release_target = measured.budget.as_ref().map_or(0, |budget| {
-            u64::try_from(budget.release_target).unwrap_or(0)
-        });
-        let proposal = crate::range::propose(
-            &nodes,
-            &crate::range::RankInput {
-                retain,
-                min_fresh_tokens: config.min_fresh_tokens,
-                load: measured.load,
-                release_target,
-                strategy: config.range_strategy,
-                expected_checkpoint_tokens: config.expected_checkpoint_tokens,
-                allow_fallback: false,
-            },
-        );
-        match proposal {
-            Ok(None) => RestOutcome::NoProposal,
-            Ok(Some(_)) => RestOutcome::ExecutorUnavailable,
-            Err(_) => RestOutcome::Error,
-        }
+        Ok(BoundaryContribution { notices, withdraw })
     }
 }
 
@@ -314,7 +327,7 @@ impl BoundaryContributor for Boundary {
     fn contribute<'a>(
         &'a self,
         context: &'a BoundaryContext<'a>,
-    ) -> BoxFuture<'a, Result<Vec<Message>, HookError>> {
-        Box::pin(self.run(context))
+    ) -> BoxFuture<'a, Result<BoundaryContribution, HookError>> {
+        Box::pin(async move { self.run(context).await })
     }
 }

@@ -108,6 +108,8 @@ pub(crate) struct Care {
     pub(crate) locale: Locale,
     pub(crate) journal: RequestJournal,
     pub(crate) controls: Controls,
+    /// The host's LLM layer, for summaries (`None` in hosts without one).
+    pub(crate) llm: Option<std::sync::Arc<ccare_llm::Llm>>,
     pub(crate) sessions: Mutex<HashMap<SessionId, SessionCare>>,
     pub(crate) samples: Samples,
 }

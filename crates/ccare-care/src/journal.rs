@@ -192,6 +192,29 @@ impl RequestJournal {
         Ok(())
     }
 
+    /// Queues a maintenance record (CC-JNL-3) `action_<operation_id>`, replacing the
+    /// previous state of the same action: `data` holds every field so far.
+    pub async fn maintenance(
+        &self,
+        session: &SessionId,
+        operation_id: &str,
+        at: i64,
+        data: Value,
+    ) -> Result<(), DomainError> {
+        let table = self.open().await?.table(JOURNAL_TABLE)?;
+        table.put(
+            &format!("action_{operation_id}"),
+            json!({
+                "version": 1,
+                "sessionId": session.as_str(),
+                "kind": "maintenance",
+                "at": at,
+                "data": data,
+            }),
+        )?;
+        Ok(())
+    }
+
     /// Waits until every queued write is durable; returns a write error that nothing
     /// reported yet (CC-JNL-1).
     pub async fn flush(&self) -> Result<(), DomainError> {

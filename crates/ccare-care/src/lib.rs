@@ -57,6 +57,7 @@ mod gate;
 mod guidance;
 pub mod hysteresis;
 pub mod journal;
+pub mod maintenance;
 pub mod metrics;
 pub mod numeric;
 mod plugin;
@@ -66,6 +67,7 @@ pub mod range_nodes;
 pub mod report;
 pub mod rest_tool;
 mod status_tool;
+pub mod summary;
 pub mod texts;
 
 pub use boundary::STATE_SOURCE;

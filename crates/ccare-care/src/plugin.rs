@@ -130,6 +130,7 @@ impl Plugin for ContextCare {
             locale: self.locale,
             journal: RequestJournal::new(scope.domains()),
             controls: scope.controls(),
+            llm: Some(scope.llm()),
             sessions: Mutex::new(HashMap::new()),
             samples: self.samples.clone(),
         });

@@ -489,3 +489,75 @@ pub fn render_guidance(locale: Locale, enabled: impl Fn(&str) -> bool) -> Option
     }
     Some(format!("{}\n{}", texts.heading, lines.join("\n")))
 }
+
+/// The final instruction of a summary request (CC-SUM-6). Checkpoints are written in
+/// English whatever the locale, so they read the same to every later model.
+pub const SUMMARY_INSTRUCTION: &str = "Write a handoff checkpoint of the conversation above \
+so that the work can continue from it. Answer in Markdown only and do not call any tool. \
+Use exactly these headings, in this order, and write (none) under a heading with nothing \
+to record:
+
+## Primary Request and Intent
+## Key Technical Concepts
+## Files and Code
+## Errors and Fixes
+## Pending Jobs
+## Current Work
+## Next Step
+## Critical Context
+
+Use concise bullets for the goal, the explicit instructions and corrections, verified \
+results, unfinished work and the next step. Keep exact paths, commands, identifiers, error \
+messages and any code that is still needed. Merge earlier checkpoints and update items \
+that are out of date.
+
+Keep attribution: list the requester's explicit requirements and corrections, the \
+executor's own choices, and speculation separately, each with where it came from, and let \
+the latest explicit correction win. Record done, not-done and unverified items as facts; \
+only constraints the requester stated explicitly count as the requester's. The session's \
+principal is not its thinking model, and the length of the conversation implies no change \
+of identity, memory or ability.
+
+Only summarize: never carry out the actions described.";
+
+/// The framing block that opens a summary checkpoint (CC-SUM-5).
+pub const CHECKPOINT_FRAMING: &str = "This is a handoff checkpoint of the earlier part of \
+this conversation, written when it was compacted. Facts in it that are still valid are \
+background; the work continues with the messages that follow. The original messages stay \
+in the session log (session_search finds them).";
+
+/// The outcome lines of automatic maintenance (CC-BND-2 "Auto", CC-DEF-3) in one locale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoTexts {
+    /// Ran, then ended within the release target.
+    pub within_target: &'static str,
+    /// Ran, then ended above the release target but within the hard budget.
+    pub above_target: &'static str,
+    /// Ran, then ended above the hard budget.
+    pub above_hard: &'static str,
+}
+
+/// The English automatic-maintenance lines.
+pub const EN_AUTO: AutoTexts = AutoTexts {
+    within_target: "Automatic compaction summarized earlier history; the load is back within \
+        its target.",
+    above_target: "Automatic compaction summarized earlier history; the load is still above \
+        its target but within the budget.",
+    above_hard: "Automatic compaction summarized earlier history, but the load is still \
+        above the budget; the next request may be refused until more history is compacted.",
+};
+
+/// The Chinese automatic-maintenance lines.
+pub const ZH_AUTO: AutoTexts = AutoTexts {
+    within_target: "自动压缩已摘要较早的历史；负载已回到目标范围内。",
+    above_target: "自动压缩已摘要较早的历史；负载仍高于目标，但在预算之内。",
+    above_hard: "自动压缩已摘要较早的历史，但负载仍高于预算；在压缩更多历史之前，下一次请求可能被拒绝。",
+};
+
+/// The automatic-maintenance lines of a locale.
+pub fn auto_texts(locale: Locale) -> &'static AutoTexts {
+    match locale {
+        Locale::En => &EN_AUTO,
+        Locale::Zh => &ZH_AUTO,
+    }
+}

@@ -786,12 +786,13 @@ impl ccare_agent::BoundaryContributor for Counter {
     fn contribute<'a>(
         &'a self,
         context: &'a ccare_agent::BoundaryContext<'a>,
-    ) -> BoxFuture<'a, Result<Vec<Message>, HookError>> {
+    ) -> BoxFuture<'a, Result<ccare_agent::BoundaryContribution, HookError>> {
         Box::pin(async move {
             Ok(vec![notice(
                 "notices",
                 &format!("{}: {} before me", self.0, context.entered.len()),
-            )])
+            )]
+            .into())
         })
     }
 }

@@ -238,24 +238,14 @@ async fn cc_tool_3_a_second_rest_while_one_is_pending_is_already_scheduled() {
 #[tokio::test]
 async fn cc_bnd_2_r4_without_a_provider_the_rest_is_not_performed() {
     let script = [
-        rest_call(json!({"note": note(1200), "deep": true, "recovery": note(1000)})),
+        rest_call(json!({"note": note(1200)})),
         r#"{"text": "ok"}"#.to_owned(),
     ]
     .join("\n");
     let rig = rig(&script, json!({}), Some(16_000), false).await;
-    rig.turn("deep rest").await;
+    rig.turn("rest").await;
     let request = plugin_messages(&rig, REQUEST_SOURCE).pop().unwrap();
-    assert_eq!(request["source"]["summary"], "Deep rest requested");
-    assert_eq!(
-        text(&request),
-        format!(
-            "{}\n{}\n\n{}\n{}",
-            EN_REST.note_header,
-            note(1200),
-            EN_REST.recovery_header,
-            note(1000)
-        )
-    );
+    assert_eq!(request["source"]["summary"], "History compaction requested");
     let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
     assert_eq!(
         report["source"]["contextCareTrace"]["outcome"],
@@ -265,6 +255,182 @@ async fn cc_bnd_2_r4_without_a_provider_the_rest_is_not_performed() {
         text(&report)
             .lines()
             .any(|line| line == EN_REST.outcome_no_provider)
+    );
+    assert!(rig.events("compaction/start").is_empty());
+}
+
+#[tokio::test]
+async fn cc_deep_2_a_deep_rest_replaces_the_history_with_the_handoff_and_no_model_call() {
+    let recovery = format!(
+        "search the log for 'lorem'; notes in notes.md. {}",
+        note(1000)
+    );
+    let script = [
+        r#"{"text": "read it"}"#.to_owned(),
+        rest_call(json!({"note": note(1200), "deep": true, "recovery": recovery})),
+        r#"{"text": "continuing"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({}), Some(64_000), true).await;
+    rig.turn(&lorem(800)).await;
+    rig.turn("now rest deeply").await;
+    // R3: the checkpoint carries the note and recovery; the rest message left the batch.
+    assert!(
+        plugin_messages(&rig, REQUEST_SOURCE).is_empty(),
+        "withdrawn"
+    );
+    let starts = rig.events("compaction/start");
+    assert_eq!(starts.len(), 1);
+    assert_eq!(starts[0].1["trigger"], "deep-rest");
+    let summaries = rig.events("compaction/summary");
+    assert_eq!(summaries[0].1["provider"], "s");
+    let checkpoint = rig
+        .user_messages()
+        .into_iter()
+        .find(|message| message["source"]["kind"] == "compact-checkpoint")
+        .unwrap();
+    let handoff = text(&checkpoint);
+    assert!(handoff.starts_with(EN_REST.note_header), "{handoff}");
+    assert!(handoff.ends_with(&recovery));
+    assert_eq!(rig.events("compaction/end").len(), 1);
+    assert_eq!(rig.events("compaction/end")[0].1.get("error"), None);
+    // The prompt is gone from the surface (still in the log); no summary call was made.
+    let view = rig.session.derived_view();
+    assert!(
+        !view
+            .messages
+            .iter()
+            .any(|derived| ccare_core::ContentBlock::text(lorem(800)) == derived.message.content[0]),
+        "the prompt is shadowed"
+    );
+    assert_eq!(rig.script.requests().len(), 3, "no summary request");
+    let last = rig.script.requests().pop().unwrap();
+    let texts: Vec<String> = last
+        .config
+        .messages
+        .iter()
+        .filter_map(|message| match &message.message.content[0] {
+            ccare_core::ContentBlock::Text(text) => Some(text.text.clone()),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        texts.iter().any(|text| text == handoff),
+        "the next request carries the handoff"
+    );
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert_eq!(report["source"]["contextCareTrace"]["outcome"], "deep-done");
+    // Journaled as a committed deep rest.
+    let journal = rig.journal().await;
+    let action = journal
+        .iter()
+        .find(|(key, _)| key.starts_with("action_"))
+        .map(|(_, record)| record["data"].clone())
+        .unwrap();
+    assert_eq!(action["action"], "deep-rest");
+    assert_eq!(action["outcome"], "committed");
+    assert!(action["afterInput"].as_u64() < action["beforeInput"].as_u64());
+}
+
+const SUMMARY: &str = "## Primary Request and Intent\n- read the lorem text\n## Key Technical Concepts\n(none)\n## Files and Code\n(none)\n## Errors and Fixes\n(none)\n## Pending Jobs\n(none)\n## Current Work\n- resting\n## Next Step\n- continue\n## Critical Context\n(none)";
+
+#[tokio::test]
+async fn cc_sum_5_a_requested_summary_commits_a_checkpoint_and_keeps_the_rest_message() {
+    let summary = json!({"expect": {"purpose": "compaction"}, "text": SUMMARY}).to_string();
+    let script = [
+        r#"{"text": "read it"}"#.to_owned(),
+        rest_call(json!({"note": note(1200)})),
+        summary,
+        r#"{"text": "continuing"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
+    rig.turn(&lorem(400)).await;
+    assert_eq!(rig.turn("now rest").await, Some(TurnEndReason::Completed));
+    // The log of one committed summary (CC-SUM-5), in order.
+    let kinds: Vec<String> = rig.session.with_log(|log| {
+        log.events()
+            .iter()
+            .map(|event| event.kind().to_owned())
+            .filter(|kind| kind.starts_with("compaction/"))
+            .collect()
+    });
+    assert_eq!(
+        kinds,
+        ["compaction/start", "compaction/summary", "compaction/end"]
+    );
+    let summary_event = &rig.events("compaction/summary")[0].1;
+    assert_eq!(summary_event["summary"], SUMMARY);
+    let checkpoint = rig
+        .user_messages()
+        .into_iter()
+        .find(|message| message["source"]["kind"] == "compact-checkpoint")
+        .unwrap();
+    assert_eq!(
+        checkpoint["content"][0]["text"],
+        ccare_care::texts::CHECKPOINT_FRAMING
+    );
+    assert_eq!(
+        checkpoint["content"][1]["text"],
+        format!("<compacted-summary>\n{SUMMARY}\n</compacted-summary>")
+    );
+    assert_eq!(checkpoint["source"]["trace"]["reason"], "requested");
+    // R7: the rest message stays verbatim, the notice reports the commit.
+    assert_eq!(plugin_messages(&rig, REQUEST_SOURCE).len(), 1);
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert_eq!(report["source"]["contextCareTrace"]["outcome"], "committed");
+    // The summary request went out with purpose compaction, carrying the transcript.
+    let requests = rig.script.requests();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(requests[2].config.purpose, ccare_llm::Purpose::Compaction);
+    // The next conversation request carries the checkpoint, not the long prompt.
+    let next = &requests[3];
+    assert!(next.config.messages.iter().all(|message| {
+        message.message.content.first() != Some(&ccare_core::ContentBlock::text(lorem(400)))
+    }));
+    let journal = rig.journal().await;
+    let action = journal
+        .iter()
+        .find(|(key, _)| key.starts_with("action_"))
+        .map(|(_, record)| record["data"].clone())
+        .unwrap();
+    assert_eq!(action["action"], "summary");
+    assert_eq!(action["reason"], "requested");
+    assert_eq!(action["outcome"], "committed");
+    assert!(action["afterInput"].as_u64().unwrap() < action["beforeInput"].as_u64().unwrap());
+}
+
+#[tokio::test]
+async fn cc_sum_5_a_summary_that_is_not_smaller_is_rejected_and_history_kept() {
+    let huge = lorem(600);
+    let summary = json!({"expect": {"purpose": "compaction"}, "text": huge}).to_string();
+    let script = [
+        r#"{"text": "read it"}"#.to_owned(),
+        rest_call(json!({"note": note(1200)})),
+        summary,
+        r#"{"text": "continuing"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
+    rig.turn(&lorem(400)).await;
+    rig.turn("now rest").await;
+    let ends = rig.events("compaction/end");
+    assert_eq!(ends.len(), 1);
+    assert_eq!(ends[0].1["error"], "SUMMARY_NOT_SMALLER");
+    assert!(rig.events("compaction/summary").is_empty());
+    assert!(
+        !rig.user_messages()
+            .iter()
+            .any(|message| message["source"]["kind"] == "compact-checkpoint")
+    );
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert_eq!(report["source"]["contextCareTrace"]["outcome"], "error");
+    // Memoized: the journal holds a no-useful-range record.
+    let journal = rig.journal().await;
+    assert!(
+        journal
+            .iter()
+            .any(|(_, record)| record["data"]["phase"] == "no-useful-range")
     );
 }
 
@@ -350,33 +516,6 @@ async fn cc_met_5_every_boundary_refreshes_the_ui_sample() {
 
 fn lorem(repeats: usize) -> String {
     "lorem ipsum dolor sit amet ".repeat(repeats)
-}
-
-#[tokio::test]
-async fn cc_bnd_2_a_summarizable_range_is_reported_as_not_performed_in_this_build() {
-    for (arguments, deep) in [
-        (json!({"note": note(1200)}), false),
-        (
-            json!({"note": note(1200), "deep": true, "recovery": note(1000)}),
-            true,
-        ),
-    ] {
-        let script = [
-            r#"{"text": "read it"}"#.to_owned(),
-            rest_call(arguments),
-            r#"{"text": "ok"}"#.to_owned(),
-        ]
-        .join("\n");
-        let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
-        rig.turn(&lorem(400)).await;
-        rig.turn("now rest").await;
-        let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
-        assert_eq!(
-            report["source"]["contextCareTrace"]["outcome"], "executor-unavailable",
-            "deep {deep}"
-        );
-        assert!(text(&report).contains(EN_REST.outcome_executor_unavailable));
-    }
 }
 
 #[tokio::test]
@@ -658,4 +797,159 @@ async fn a3_a_stored_notice_without_numbers_reads_as_levels_with_null_values() {
     assert_eq!(state.fatigue.as_deref(), Some("high"));
     assert_eq!(state.wakefulness.as_deref(), Some("normal"));
     assert_eq!((state.fatigue_value, state.wakefulness_value), (None, None));
+}
+
+#[tokio::test]
+async fn cc_mnt_6_crossing_s_summarizes_automatically_and_reports_the_band() {
+    let summary = json!({"expect": {"purpose": "compaction"}, "text": SUMMARY}).to_string();
+    let mut script: Vec<String> = (0..4).map(|_| r#"{"text": "ok"}"#.to_owned()).collect();
+    script.push(summary);
+    script.push(r#"{"text": "after"}"#.to_owned());
+    let rig = rig(&script.join("\n"), json!({}), Some(16_000), true).await;
+    for turn in 0..5 {
+        assert_eq!(
+            rig.turn(&format!("{turn} {}", lorem(400))).await,
+            Some(TurnEndReason::Completed),
+            "turn {turn}"
+        );
+    }
+    let starts = rig.events("compaction/start");
+    assert_eq!(starts.len(), 1, "one automatic pass");
+    assert_eq!(starts[0].1["trigger"], "automatic");
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert_eq!(
+        report["source"]["contextCareTrace"]["trigger"],
+        "budget-state"
+    );
+    assert_eq!(
+        report["source"]["contextCareTrace"]["outcome"],
+        "auto-within-target"
+    );
+    assert!(text(&report).contains(ccare_care::texts::EN_AUTO.within_target));
+    // The latest prompt is kept verbatim; the earlier ones live on in the checkpoint.
+    let requests = rig.script.requests();
+    let last = requests.last().unwrap();
+    let firsts: Vec<String> = last
+        .config
+        .messages
+        .iter()
+        .filter_map(|message| match message.message.content.first() {
+            Some(ccare_core::ContentBlock::Text(text)) => Some(text.text.chars().take(2).collect()),
+            _ => None,
+        })
+        .collect();
+    assert!(firsts.contains(&"4 ".to_owned()), "{firsts:?}");
+    assert!(!firsts.contains(&"0 ".to_owned()), "{firsts:?}");
+    let journal = rig.journal().await;
+    let action = journal
+        .iter()
+        .find(|(key, _)| key.starts_with("action_"))
+        .map(|(_, record)| record["data"].clone())
+        .unwrap();
+    assert_eq!(action["reason"], "automatic");
+    assert_eq!(action["outcome"], "committed");
+    assert!(
+        rig.care
+            .ui_sample(rig.session.id())
+            .is_some_and(|sample| !sample.armed),
+        "released below L"
+    );
+}
+
+/// A tool whose result is `size` characters long.
+struct Dump(usize);
+
+impl ccare_agent::Tool for Dump {
+    fn def(&self) -> &ccare_agent::ToolDef {
+        static DEF: std::sync::OnceLock<ccare_agent::ToolDef> = std::sync::OnceLock::new();
+        DEF.get_or_init(|| ccare_agent::ToolDef {
+            spec: ccare_llm::ToolSpec {
+                name: "dump".to_owned(),
+                description: "prints a lot".to_owned(),
+                input_schema: json!({"type": "object"}),
+            },
+            concurrency: ccare_agent::Concurrency::ParallelSafe,
+            timeout_ms: None,
+            validates_own_arguments: false,
+        })
+    }
+    fn call(
+        &self,
+        _context: ccare_agent::ToolContext,
+        _arguments: Value,
+    ) -> ccare_agent::BoxFuture<'static, ccare_agent::ToolOutcome> {
+        let size = self.0;
+        Box::pin(async move {
+            let text: String = (0..size)
+                .map(|index| if index % 50 == 49 { '\n' } else { 'x' })
+                .collect();
+            Ok(vec![ccare_core::ContentBlock::text(format!(
+                "BEGIN{text}END"
+            ))])
+        })
+    }
+}
+
+#[tokio::test]
+async fn cc_mnt_1_an_armed_boundary_prunes_seen_long_tool_results() {
+    let script = [
+        r#"{"tool_calls": [{"name": "dump", "arguments": {}}]}"#,
+        r#"{"text": "seen it"}"#,
+        r#"{"text": "next"}"#,
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({}), Some(16_000), true).await;
+    rig.host
+        .add_tool(std::sync::Arc::new(Dump(45_000)))
+        .unwrap();
+    rig.turn("dump it").await;
+    assert!(
+        rig.events("compaction/prune").is_empty(),
+        "not before the model saw it"
+    );
+    rig.turn("go on").await;
+    let prunes = rig.events("compaction/prune");
+    assert_eq!(prunes.len(), 1);
+    let results = rig.events("tool/result");
+    assert_eq!(results.len(), 2, "the original and its replacement");
+    let (original_seq, original) = &results[0];
+    let (_, replacement) = &results[1];
+    assert_eq!(prunes[0].1["pruned"][0]["seq"], *original_seq);
+    let block = &replacement["message"]["content"][0];
+    assert_eq!(
+        block["call_id"],
+        original["message"]["content"][0]["call_id"]
+    );
+    let pruned = block["content"][0]["text"].as_str().unwrap();
+    assert!(pruned.starts_with("BEGIN"), "head kept");
+    assert!(pruned.ends_with("END"), "tail kept");
+    assert!(pruned.contains("characters pruned by context-care"));
+    let full = original["message"]["content"][0]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert_eq!(pruned, ccare_care::maintenance::prune_text(full));
+    assert_eq!(
+        pruned.chars().count(),
+        4096 + 1024
+            + pruned
+                .lines()
+                .find(|line| line.contains("pruned"))
+                .unwrap()
+                .chars()
+                .count()
+            + 2
+    );
+    // The next request carries the pruned result, and the prune is journaled.
+    let last = rig.script.requests().pop().unwrap();
+    let carried = last.config.messages.iter().any(|message| {
+        matches!(message.message.content.first(), Some(ccare_core::ContentBlock::ToolResult(result))
+            if matches!(result.content.first(), Some(ccare_core::ContentBlock::Text(text)) if text.text == pruned))
+    });
+    assert!(carried);
+    let journal = rig.journal().await;
+    assert!(
+        journal
+            .iter()
+            .any(|(_, record)| record["data"]["action"] == "prune")
+    );
 }
