@@ -194,28 +194,30 @@ pub enum RequestErrorDecision {
     Pass,
 }
 
-/// Decides what a failed request leads to.
+/// Decides what a failed request leads to. May await (context-care's overflow recovery
+/// compacts before it answers).
 pub trait RequestErrorHook: Send + Sync + 'static {
     /// Looks at a failure of attempt `attempt` of the step.
-    fn on_error(
-        &self,
-        context: &HookContext,
-        failure: &LlmFailure,
+    fn on_error<'a>(
+        &'a self,
+        context: &'a HookContext,
+        failure: &'a LlmFailure,
         attempt: u32,
-    ) -> RequestErrorDecision;
+    ) -> BoxFuture<'a, RequestErrorDecision>;
 }
 
 impl<F> RequestErrorHook for F
 where
     F: Fn(&HookContext, &LlmFailure, u32) -> RequestErrorDecision + Send + Sync + 'static,
 {
-    fn on_error(
-        &self,
-        context: &HookContext,
-        failure: &LlmFailure,
+    fn on_error<'a>(
+        &'a self,
+        context: &'a HookContext,
+        failure: &'a LlmFailure,
         attempt: u32,
-    ) -> RequestErrorDecision {
-        self(context, failure, attempt)
+    ) -> BoxFuture<'a, RequestErrorDecision> {
+        let decision = self(context, failure, attempt);
+        Box::pin(std::future::ready(decision))
     }
 }
 

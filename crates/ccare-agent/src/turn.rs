@@ -450,9 +450,16 @@ async fn request_step(
             Streamed::Done { message, finish } => return Ok((*message, finish)),
             Streamed::Aborted => return Err(Stop::End(aborted(agent))),
             Streamed::Failed(failure) => {
-                let retry = hooks.request_error.iter().any(|hook| {
-                    hook.hook.on_error(context, &failure, attempt) == RequestErrorDecision::Retry
-                });
+                // In order; the first `Retry` wins and later hooks are not asked.
+                let mut retry = false;
+                for hook in &hooks.request_error {
+                    if hook.hook.on_error(context, &failure, attempt).await
+                        == RequestErrorDecision::Retry
+                    {
+                        retry = true;
+                        break;
+                    }
+                }
                 if retry && attempt <= max_retries && !context.cancel.is_cancelled() {
                     continue;
                 }

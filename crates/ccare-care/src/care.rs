@@ -80,6 +80,26 @@ pub(crate) struct SessionCare {
     pub(crate) rest_pending: bool,
     /// The surface's replace generation when the current boundary's pre-step began.
     pub(crate) generation_at_boundary: Option<u64>,
+    /// What the latest conversation request was priced at (CC-OVF-1's dispatch-pricing
+    /// snapshot), taken by overflow recovery.
+    pub(crate) last_dispatch: Option<DispatchSnapshot>,
+    /// Overflow recoveries since the last idle or committed answer (CC-OVF-1).
+    pub(crate) overflow_retries: u64,
+}
+
+/// A conversation request as the gate priced it, for the overflow proof (CC-OVF-3).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DispatchSnapshot {
+    /// The session's log head when it was built (`logRevision`).
+    pub(crate) log_revision: u64,
+    /// The surface seqs it carried.
+    pub(crate) source_seqs: Vec<u64>,
+    /// The price of those surface messages.
+    pub(crate) surface_tokens: u64,
+    /// Everything else it carried: system, tools, request-only messages.
+    pub(crate) other_tokens: u64,
+    /// Its route's hard input budget, when known.
+    pub(crate) hard_input: Option<i64>,
 }
 
 /// A pricing frozen for one action (CC-PRC-4) with what the journal says of the latest
@@ -166,6 +186,8 @@ impl Care {
                 controller,
                 rest_pending: false,
                 generation_at_boundary: None,
+                last_dispatch: None,
+                overflow_retries: 0,
             });
         Ok(())
     }

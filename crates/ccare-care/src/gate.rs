@@ -120,6 +120,26 @@ impl BudgetGate {
             .map_err(internal)?;
         let q = price.q();
         let view = context.session.derived_view();
+        let surface_tokens = pricer
+            .request(
+                None,
+                view.messages.iter().map(|derived| &*derived.message),
+                &Value::Null,
+            )
+            .map(|surface| surface.q())
+            .unwrap_or(0);
+        if config.purpose == Purpose::Conversation {
+            let snapshot = crate::care::DispatchSnapshot {
+                log_revision: context.session.head(),
+                source_seqs: view.messages.iter().map(|derived| derived.seq).collect(),
+                surface_tokens,
+                other_tokens: q.saturating_sub(surface_tokens),
+                hard_input: budget.as_ref().map(|budget| budget.hard_input),
+            };
+            self.care.with_session(context.session.id(), |state| {
+                state.last_dispatch = Some(snapshot);
+            });
+        }
         let source_seqs: Vec<u64> = view.messages.iter().map(|derived| derived.seq).collect();
         let surface: Vec<Value> = view
             .messages
@@ -194,7 +214,13 @@ impl RequestGate for BudgetGate {
         }
     }
 
-    fn settled(&self, _context: &HookContext, settlement: &Settlement) {
+    fn settled(&self, context: &HookContext, settlement: &Settlement) {
+        if settlement.outcome == ccare_agent::SettledOutcome::Completed {
+            // CC-OVF-1: a committed answer resets the overflow retries.
+            self.care.with_session(context.session.id(), |state| {
+                state.overflow_retries = 0;
+            });
+        }
         if let Err(error) = self.care.journal.settled(settlement) {
             tracing::warn!(call = %settlement.call_id, %error, "context-care journal: settlement not recorded");
         }
@@ -210,6 +236,9 @@ pub(crate) struct JournalFlush {
 impl IdleHook for JournalFlush {
     fn on_idle<'a>(&'a self, session: &'a ccare_session::Session) -> BoxFuture<'a, ()> {
         Box::pin(async move {
+            // CC-OVF-1: idle resets the overflow retries.
+            self.care
+                .with_session(session.id(), |state| state.overflow_retries = 0);
             if let Err(error) = self.care.journal.flush().await {
                 tracing::error!(session = %session.id(), %error, "context-care journal: write failed");
             }

@@ -60,6 +60,7 @@ pub mod journal;
 pub mod maintenance;
 pub mod metrics;
 pub mod numeric;
+mod overflow;
 mod plugin;
 pub mod pricing;
 pub mod range;

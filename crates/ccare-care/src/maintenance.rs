@@ -191,8 +191,34 @@ impl Care {
         proposal: &Proposal,
         reason: &'static str,
     ) -> Result<Committed, SummaryFailure> {
+        self.summary_over(
+            context,
+            frozen,
+            nodes,
+            proposal.candidate.range(),
+            proposal.summary_min_fresh_tokens,
+            reason,
+            json!({
+                "rule": proposal.candidate.rule.as_str(),
+                "comparisons": serde_json::to_value(&proposal.comparisons).unwrap_or(Value::Null),
+            }),
+        )
+        .await
+    }
+
+    /// One summary over `range`, journaled (CC-JNL-3) and memoized (CC-MNT-5).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn summary_over(
+        &self,
+        context: &Context<'_>,
+        frozen: &Frozen,
+        nodes: &[RangeNode],
+        range: SeqRange,
+        min_fresh: u64,
+        reason: &'static str,
+        selection: Value,
+    ) -> Result<Committed, SummaryFailure> {
         let operation_id = uuid::Uuid::now_v7().to_string();
-        let range = proposal.candidate.range();
         let key = self.proposal_key(context.session, nodes, range, frozen);
         let before_seq = context.session.head();
         let mut data = json!({
@@ -203,8 +229,7 @@ impl Care {
             "beforeSeq": before_seq,
             "sourceSeqs": nodes.iter().filter(|node| node.seq >= range.start && node.seq <= range.end).map(|node| node.seq).collect::<Vec<_>>(),
             "proposalKey": key,
-            "rule": proposal.candidate.rule.as_str(),
-            "comparisons": serde_json::to_value(&proposal.comparisons).unwrap_or(Value::Null),
+            "selection": selection,
         });
         self.record(context.session, &operation_id, context.now_ms, data.clone())
             .await;
@@ -217,9 +242,7 @@ impl Care {
             operation_id: &operation_id,
             cancel: context.cancel.clone(),
         };
-        let result = self
-            .summarize(&run, nodes, range, proposal.summary_min_fresh_tokens)
-            .await;
+        let result = self.summarize(&run, nodes, range, min_fresh).await;
         if let Some(object) = data.as_object_mut() {
             match &result {
                 Ok(committed) => {

@@ -151,6 +151,9 @@ impl Plugin for ContextCare {
             }),
             i32::MAX,
         );
+        scope.request_error(Arc::new(crate::overflow::OverflowRecovery {
+            care: Arc::clone(&care),
+        }));
         scope.idle(Arc::new(JournalFlush {
             care: Arc::clone(&care),
         }));

@@ -10,6 +10,7 @@ mod journal;
 mod journal_failure;
 mod metrics;
 mod notice;
+mod overflow;
 mod plugin;
 mod pricing;
 mod rest;
