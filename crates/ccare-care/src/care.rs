@@ -127,6 +127,7 @@ pub(crate) struct Care {
     pub(crate) route: Option<Arc<RouteSnapshot>>,
     pub(crate) locale: Locale,
     pub(crate) journal: RequestJournal,
+    pub(crate) ledger: crate::ledger::Ledger,
     pub(crate) controls: Controls,
     /// The host's LLM layer, for summaries (`None` in hosts without one).
     pub(crate) llm: Option<std::sync::Arc<ccare_llm::Llm>>,

@@ -57,6 +57,7 @@ mod gate;
 mod guidance;
 pub mod hysteresis;
 pub mod journal;
+pub mod ledger;
 pub mod maintenance;
 pub mod metrics;
 pub mod numeric;

@@ -569,7 +569,17 @@ impl Care {
         };
         let compaction_id = uuid::Uuid::now_v7().to_string();
         let handoff = text_of_message(rest);
-        let mut replacement = Message::from_blocks(vec![ContentBlock::text(handoff.clone())]);
+        let mut blocks = vec![ContentBlock::text(handoff.clone())];
+        if let Some(ledger) = self
+            .ledger
+            .current(session.id())
+            .await
+            .ok()
+            .and_then(|items| crate::ledger::render_ledger(&items))
+        {
+            blocks.push(ContentBlock::text(ledger));
+        }
+        let mut replacement = Message::from_blocks(blocks);
         replacement.source = Some(Source::CompactCheckpoint {
             compaction_id: compaction_id.clone(),
             producer: "context-care".to_owned(),

@@ -129,6 +129,7 @@ impl Plugin for ContextCare {
             route: self.route.clone(),
             locale: self.locale,
             journal: RequestJournal::new(scope.domains()),
+            ledger: crate::ledger::Ledger::new(scope.domains()),
             controls: scope.controls(),
             llm: Some(scope.llm()),
             sessions: Mutex::new(HashMap::new()),
@@ -139,6 +140,7 @@ impl Plugin for ContextCare {
             care: Arc::clone(&care),
         }));
         scope.tool(Arc::new(RestTool::new(Arc::clone(&care))))?;
+        scope.tool(Arc::new(crate::ledger::LedgerTool::new(Arc::clone(&care))))?;
         scope.pre_step(
             Arc::new(GenerationMark {
                 care: Arc::clone(&care),

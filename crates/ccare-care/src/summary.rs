@@ -401,7 +401,13 @@ impl Care {
                 "sourceSeqs": candidate,
                 "callId": call_id,
             });
-            let checkpoint = checkpoint_message(&compaction_id, &summary, trace);
+            let ledger = self
+                .ledger
+                .current(session.id())
+                .await
+                .ok()
+                .and_then(|items| crate::ledger::render_ledger(&items));
+            let checkpoint = checkpoint_message(&compaction_id, &summary, ledger.as_deref(), trace);
             let after = self
                 .measure(
                     run.frozen,
@@ -545,15 +551,25 @@ fn object(value: Value) -> ccare_core::JsonObject {
     }
 }
 
-/// The checkpoint that replaces summarized history (CC-SUM-5): the framing block, then
-/// the summary inside `<compacted-summary>` tags.
-pub(crate) fn checkpoint_message(compaction_id: &str, summary: &str, trace: Value) -> Message {
-    let mut message = Message::from_blocks(vec![
+/// The checkpoint that replaces summarized history (CC-SUM-5): the framing block, the
+/// summary inside `<compacted-summary>` tags, then the done-ledger when it has items.
+pub(crate) fn checkpoint_message(
+    compaction_id: &str,
+    summary: &str,
+    ledger: Option<&str>,
+    trace: Value,
+) -> Message {
+    let mut blocks = vec![
         ContentBlock::text(CHECKPOINT_FRAMING),
         ContentBlock::text(format!(
             "<compacted-summary>\n{summary}\n</compacted-summary>"
         )),
-    ]);
+    ];
+    // The done-ledger follows verbatim, never rewritten by the summary (CC-EXT-2).
+    if let Some(ledger) = ledger {
+        blocks.push(ContentBlock::text(ledger));
+    }
+    let mut message = Message::from_blocks(blocks);
     message.source = Some(Source::CompactCheckpoint {
         compaction_id: compaction_id.to_owned(),
         producer: "context-care".to_owned(),

@@ -561,3 +561,54 @@ pub fn auto_texts(locale: Locale) -> &'static AutoTexts {
         Locale::Zh => &ZH_AUTO,
     }
 }
+
+/// The `ledger` tool's texts (CC-EXT-2) in one locale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LedgerTexts {
+    /// The tool description.
+    pub description: &'static str,
+    /// The listing of an empty ledger.
+    pub empty: &'static str,
+    /// A missing or unknown status.
+    pub bad_status: &'static str,
+    /// An evidence seq that does not exist yet (followed by the seq and the head).
+    pub bad_evidence: &'static str,
+    /// A repeated `done` (followed by the id).
+    pub already_done: &'static str,
+    /// The confirmation (followed by the id).
+    pub recorded: &'static str,
+}
+
+/// The English ledger texts.
+pub const EN_LEDGER: LedgerTexts = LedgerTexts {
+    description: "Records work items in the done-ledger: {id, text, status: done|pending|blocked, \
+        evidence_seqs?} (evidence_seqs are session log seqs that show it, e.g. from \
+        session_search). Call it with {} to list the ledger. Every checkpoint carries the \
+        ledger verbatim, so record finished work here to avoid redoing it after a \
+        compaction.",
+    empty: "The done-ledger is empty.",
+    bad_status: "status must be one of done, pending, blocked.",
+    bad_evidence: "evidence_seqs must name existing log seqs; got",
+    already_done: "Already recorded as done; nothing to repeat:",
+    recorded: "Recorded in the done-ledger:",
+};
+
+/// The Chinese ledger texts.
+pub const ZH_LEDGER: LedgerTexts = LedgerTexts {
+    description: "在完成台账中记录工作项：{id, text, status: done|pending|blocked, evidence_seqs?}\
+        （evidence_seqs 是能证明它的会话日志序号，例如来自 session_search）。以 {} 调用可列出台账。\
+        每个检查点都会原样携带台账，所以请在此记录已完成的工作，免得压缩后重复去做。",
+    empty: "完成台账为空。",
+    bad_status: "status 必须是 done、pending 或 blocked 之一。",
+    bad_evidence: "evidence_seqs 必须是已存在的日志序号；收到",
+    already_done: "已记录为完成，无需重复：",
+    recorded: "已记入完成台账：",
+};
+
+/// The ledger texts of a locale.
+pub fn ledger_texts(locale: Locale) -> &'static LedgerTexts {
+    match locale {
+        Locale::En => &EN_LEDGER,
+        Locale::Zh => &ZH_LEDGER,
+    }
+}

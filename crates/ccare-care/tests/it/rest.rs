@@ -953,3 +953,55 @@ async fn cc_mnt_1_an_armed_boundary_prunes_seen_long_tool_results() {
             .any(|(_, record)| record["data"]["action"] == "prune")
     );
 }
+
+fn ledger_call(arguments: Value) -> String {
+    json!({"tool_calls": [{"name": "ledger", "arguments": arguments}]}).to_string()
+}
+
+#[tokio::test]
+async fn cc_ext_2_the_done_ledger_rides_verbatim_in_every_checkpoint() {
+    use ccare_care::texts::EN_LEDGER;
+    let summary = json!({"expect": {"purpose": "compaction"}, "text": SUMMARY}).to_string();
+    let script = [
+        ledger_call(json!({"id": "parser", "text": "SSE parser written and tested", "status": "done", "evidence_seqs": [1]})),
+        ledger_call(json!({"id": "parser", "text": "again", "status": "done"})),
+        ledger_call(json!({"id": "docs", "text": "README section", "status": "pending", "evidence_seqs": [99999]})),
+        ledger_call(json!({})),
+        r#"{"text": "noted"}"#.to_owned(),
+        rest_call(json!({"note": note(1200)})),
+        summary,
+        r#"{"text": "continuing"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
+    rig.turn(&lorem(400)).await;
+    rig.turn("rest now").await;
+    let results = tool_results(&rig);
+    let texts: Vec<&str> = results
+        .iter()
+        .map(|result| result["content"][0]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(texts[0], format!("{} parser", EN_LEDGER.recorded));
+    assert_eq!(
+        texts[1],
+        format!("{} parser", EN_LEDGER.already_done),
+        "a reminder, not a refusal"
+    );
+    assert_eq!(results[1]["is_error"], false);
+    assert_eq!(
+        results[2]["is_error"], true,
+        "evidence must exist: {}",
+        texts[2]
+    );
+    let listing = "<done-ledger>\n- [done] parser: SSE parser written and tested (evidence: seq 1)\n</done-ledger>";
+    assert_eq!(texts[3], listing);
+    let checkpoint = rig
+        .user_messages()
+        .into_iter()
+        .find(|message| message["source"]["kind"] == "compact-checkpoint")
+        .unwrap();
+    assert_eq!(
+        checkpoint["content"][2]["text"], listing,
+        "after the summary, verbatim"
+    );
+}
