@@ -84,7 +84,7 @@ async fn cc_jnl_2_a_completed_request_is_ready_dispatched_then_settled() {
 async fn cc_prc_3_the_next_request_is_priced_on_the_previous_requests_real_usage() {
     let rig = rig(
         concat!(
-            r#"{"text": "one", "usage": {"input": 900, "cache_read": 100, "output": 12}}"#,
+            r#"{"text": "one", "usage": {"input": 4900, "cache_read": 100, "output": 12}}"#,
             "\n",
             r#"{"text": "two", "usage": {"input": 50, "output": 3}}"#
         ),
@@ -115,17 +115,17 @@ async fn cc_prc_3_the_next_request_is_priced_on_the_previous_requests_real_usage
     assert_eq!(basis["sampleSeq"], first["eventSeq"]);
     let scale = basis["textScale"].as_f64().unwrap();
     assert!(
-        (scale - 1000.0 / raw_first as f64).abs() < 1e-9,
-        "prompt 900 + 100 cache read over {raw_first} raw tokens, got {scale}"
+        (scale - 5000.0 / raw_first as f64).abs() < 1e-9,
+        "prompt 4900 + 100 cache read over {raw_first} raw tokens, got {scale}"
     );
     // Acceptance: after one real usage sample, the estimate of that same request is
-    // within 1% of the provider's count (here exact: prompt 900 + 100 cache read).
+    // within 1% of the provider's count (here exact: prompt 4900 + 100 cache read).
     let estimate = raw_first as f64 * scale;
-    assert!((estimate - 1000.0).abs() / 1000.0 < 0.01, "{estimate}");
+    assert!((estimate - 5000.0).abs() / 5000.0 < 0.01, "{estimate}");
     let raw_second = second["rawInput"]["textTokens"].as_u64().unwrap();
     assert_eq!(
         second["inputTokens"],
-        (raw_second as f64 * 1000.0 / raw_first as f64).ceil() as u64
+        (raw_second as f64 * 5000.0 / raw_first as f64).ceil() as u64
     );
     assert_eq!(
         second["calibrationHeaderKey"],
