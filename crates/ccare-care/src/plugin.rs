@@ -75,6 +75,16 @@ impl ContextCare {
         Some(care.report(session).await)
     }
 
+    /// The session's maintenance actions from the journal (CC-JNL-3), oldest first;
+    /// `None` until this handle has been mounted.
+    pub async fn actions(
+        &self,
+        session: &Session,
+    ) -> Option<Result<Vec<crate::report::ActionRecord>, CareError>> {
+        let care = Arc::clone(self.mounted.get()?);
+        Some(care.actions(session).await)
+    }
+
     /// The plugin with the locale of its model-visible texts (CC-GEN-2).
     #[must_use]
     pub fn with_locale(mut self, locale: Locale) -> Self {

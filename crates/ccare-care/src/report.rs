@@ -172,3 +172,81 @@ pub fn render_report(report: &ContextReport) -> Vec<String> {
     ));
     lines
 }
+
+/// One maintenance action as the journal recorded it (CC-JNL-3), for people.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionRecord {
+    /// When it started (ms since the epoch).
+    pub at: i64,
+    /// The record's fields: `operationId`, `action`, `reason`, `phase`, `outcome`,
+    /// `beforeInput`, `afterInput`, `replacements`, `error`, ….
+    pub data: serde_json::Value,
+}
+
+impl ActionRecord {
+    /// The operation id.
+    pub fn operation_id(&self) -> &str {
+        self.data
+            .get("operationId")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+    }
+
+    /// One line: when, id, action, reason, outcome, and the input before → after.
+    pub fn line(&self) -> String {
+        let field = |key: &str| {
+            self.data
+                .get(key)
+                .map(|value| match value {
+                    serde_json::Value::String(text) => text.clone(),
+                    serde_json::Value::Null => "-".to_owned(),
+                    other => other.to_string(),
+                })
+                .unwrap_or_else(|| "-".to_owned())
+        };
+        let mut line = format!(
+            "{}  {}  {} {} {}",
+            self.at,
+            self.operation_id(),
+            field("action"),
+            field("reason"),
+            field("outcome"),
+        );
+        if self.data.get("beforeInput").is_some() {
+            line.push_str(&format!(
+                "  input {} → {}",
+                field("beforeInput"),
+                field("afterInput")
+            ));
+        }
+        if let Some(error) = self.data.get("error").filter(|error| !error.is_null()) {
+            line.push_str(&format!(
+                "  error {}",
+                error
+                    .get("code")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or_default()
+            ));
+        }
+        line
+    }
+}
+
+impl Care {
+    /// The session's maintenance actions, oldest first.
+    pub(crate) async fn actions(&self, session: &Session) -> Result<Vec<ActionRecord>, CareError> {
+        self.journal.flush().await?;
+        Ok(self
+            .journal
+            .list(session.id())
+            .await?
+            .into_iter()
+            .filter(|entry| entry.kind == crate::pricing::JournalRecordKind::Maintenance)
+            .map(|entry| ActionRecord {
+                at: entry.at,
+                data: entry.data,
+            })
+            .collect())
+    }
+}

@@ -45,6 +45,20 @@ pub(crate) enum Command {
 pub(crate) enum ContextCommand {
     /// A fresh sample of what the session's next request would cost (appends nothing).
     Status(ContextStatusArgs),
+    /// The session's maintenance actions (prune, summary, deep rest) from the journal.
+    Actions(ContextStatusArgs),
+    /// What one action replaced: the shadowed events, the checkpoint, before/after input.
+    Diff(ContextDiffArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ContextDiffArgs {
+    /// The session.
+    #[arg(long, value_name = "ID")]
+    pub(crate) session: String,
+    /// The operation id (see `ccare context actions`).
+    #[arg(long, value_name = "OPID")]
+    pub(crate) op: String,
 }
 
 #[derive(Debug, Args)]

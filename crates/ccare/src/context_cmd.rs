@@ -8,6 +8,139 @@ use crate::boot::Booted;
 /// The note printed after the report: the sample changed nothing.
 pub(crate) const NOTHING_APPENDED: &str = "(sampled now; nothing was appended to the session)";
 
+fn mounted(booted: &Booted) -> Result<&ccare_care::ContextCare, Failure> {
+    booted.care.as_ref().ok_or_else(|| {
+        Failure::bad_input(anyhow::anyhow!(
+            "context-care is not mounted: add a [plugins.context-care] table to ccare.toml"
+        ))
+    })
+}
+
+async fn action_records(
+    booted: &Booted,
+    session: &ccare_session::Session,
+) -> Result<Vec<ccare_care::report::ActionRecord>, Failure> {
+    match mounted(booted)?.actions(session).await {
+        Some(records) => records.map_err(Failure::failed),
+        None => Err(Failure::failed(anyhow::anyhow!(
+            "context-care was configured but not mounted"
+        ))),
+    }
+}
+
+/// Prints the session's maintenance actions, one line each (or JSON lines).
+pub(crate) async fn actions(booted: &Booted, session: &str, json: bool) -> Result<(), Failure> {
+    let session = booted.session(Some(session)).await?;
+    let records = action_records(booted, &session).await?;
+    let mut stdout = std::io::stdout().lock();
+    if records.is_empty() && !json {
+        writeln!(stdout, "no maintenance actions").map_err(Failure::failed)?;
+    }
+    for record in &records {
+        let line = if json {
+            serde_json::to_string(record).map_err(Failure::failed)?
+        } else {
+            record.line()
+        };
+        writeln!(stdout, "{line}").map_err(Failure::failed)?;
+    }
+    stdout.flush().map_err(Failure::failed)
+}
+
+fn excerpt(event: &ccare_core::Event) -> String {
+    let text: String = event.data_json().chars().take(160).collect();
+    if event.data_json().chars().count() > 160 {
+        format!("{text}…")
+    } else {
+        text
+    }
+}
+
+/// Prints what action `op` replaced: the shadowed events, the checkpoint, and the
+/// input before and after (exit 2 when no such action exists).
+pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(), Failure> {
+    let session = booted.session(Some(session)).await?;
+    let records = action_records(booted, &session).await?;
+    let Some(record) = records.iter().find(|record| record.operation_id() == op) else {
+        return Err(Failure::bad_input(anyhow::anyhow!(
+            "no maintenance action {op:?} in session {}",
+            session.id()
+        )));
+    };
+    let mut out = String::new();
+    out.push_str(&format!("action       {}\n", record.line()));
+    let replacements = record
+        .data
+        .get("replacements")
+        .and_then(serde_json::Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    if replacements.is_empty() {
+        out.push_str("replaced     nothing\n");
+    }
+    session.with_log(|log| {
+        let event_at = |seq: u64| {
+            usize::try_from(seq)
+                .ok()
+                .and_then(|index| log.events().get(index))
+                .filter(|event| event.seq() == seq)
+                .cloned()
+        };
+        for replacement in &replacements {
+            let seqs: Vec<u64> = replacement
+                .get("sourceSeqs")
+                .and_then(serde_json::Value::as_array)
+                .map(|seqs| seqs.iter().filter_map(serde_json::Value::as_u64).collect())
+                .unwrap_or_default();
+            out.push_str(&format!("replaced     {} event(s):\n", seqs.len()));
+            for seq in seqs {
+                if let Some(event) = event_at(seq) {
+                    out.push_str(&format!(
+                        "  - seq {seq} {} {}\n",
+                        event.kind(),
+                        excerpt(&event)
+                    ));
+                }
+            }
+            if let Some(new) = replacement
+                .get("newSeq")
+                .and_then(serde_json::Value::as_u64)
+                && let Some(event) = event_at(new)
+            {
+                out.push_str(&format!("  + seq {new} {}\n", event.kind()));
+                if let Ok(data) = event.data() {
+                    let text = serde_json::Value::Object(data)
+                        .pointer("/message/content")
+                        .and_then(serde_json::Value::as_array)
+                        .map(|blocks| {
+                            blocks
+                                .iter()
+                                .filter_map(|block| {
+                                    block
+                                        .get("text")
+                                        .and_then(serde_json::Value::as_str)
+                                        .or_else(|| {
+                                            block
+                                                .pointer("/content/0/text")
+                                                .and_then(serde_json::Value::as_str)
+                                        })
+                                })
+                                .collect::<Vec<_>>()
+                                .join("\n")
+                        })
+                        .unwrap_or_default();
+                    for line in text.lines() {
+                        out.push_str(&format!("    {line}\n"));
+                    }
+                }
+            }
+        }
+    });
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(out.as_bytes()).map_err(Failure::failed)?;
+    stdout.flush().map_err(Failure::failed)
+}
+
 /// Prints the report of `session` (exit 2 when context-care is not configured or the
 /// session does not exist).
 pub(crate) async fn status(booted: &Booted, session: &str, json: bool) -> Result<(), Failure> {

@@ -132,6 +132,21 @@ fn main() -> ExitCode {
                 let booted = boot::boot(&settings, &home)?;
                 context_cmd::status(&booted, &args.session, args.json).await
             }
+            Command::Context(cli::ContextCommand::Actions(args)) => {
+                let overrides = config::Overrides {
+                    model: args.model,
+                    provider: None,
+                };
+                let settings = load_settings(cli.config.as_deref(), &home, &overrides)?;
+                let booted = boot::boot(&settings, &home)?;
+                context_cmd::actions(&booted, &args.session, args.json).await
+            }
+            Command::Context(cli::ContextCommand::Diff(args)) => {
+                let settings =
+                    load_settings(cli.config.as_deref(), &home, &config::Overrides::default())?;
+                let booted = boot::boot(&settings, &home)?;
+                context_cmd::diff(&booted, &args.session, &args.op).await
+            }
             Command::Models(args) => {
                 let settings =
                     load_settings(cli.config.as_deref(), &home, &config::Overrides::default())?;

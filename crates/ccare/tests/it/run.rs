@@ -421,3 +421,78 @@ fn context_status_samples_a_session_without_appending_anything() {
     assert_eq!(unmounted.status.code(), Some(2));
     assert!(text(&unmounted.stderr).contains("[plugins.context-care]"));
 }
+
+#[test]
+fn context_actions_and_diff_show_what_a_compaction_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let note = "n".repeat(1200);
+    let recovery = format!("search the log for lorem. {}", "r".repeat(1000));
+    let rest = serde_json::json!({"tool_calls": [{"name": "context_rest", "arguments": {"note": note, "deep": true, "recovery": recovery}}]});
+    // Each run is a new process that replays its script from the top.
+    std::fs::write(dir.path().join("s.jsonl"), "{\"text\": \"read\"}\n").unwrap();
+    std::fs::write(
+        dir.path().join("ccare.toml"),
+        "[agent]\nmodel = \"s/small\"\n[providers.s]\nkind = \"script\"\nscript = \"s.jsonl\"\n[models.\"s/small\"]\ncontext_window = 64000\nmax_output_tokens = 1000\n[plugins.context-care]\n",
+    )
+    .unwrap();
+    let prompt = "lorem ipsum dolor sit amet ".repeat(400);
+    let first = ccare(dir.path(), &["run", "--prompt", &prompt]);
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first.stderr));
+    let id = text(&first.stderr)
+        .split_whitespace()
+        .find(|word| word.len() > 20)
+        .unwrap()
+        .to_owned();
+    std::fs::write(
+        dir.path().join("s.jsonl"),
+        format!("{rest}\n{{\"text\": \"rested\"}}\n"),
+    )
+    .unwrap();
+    let second = ccare(
+        dir.path(),
+        &["run", "--session", &id, "--prompt", "rest now"],
+    );
+    assert_eq!(second.status.code(), Some(0), "{}", text(&second.stderr));
+
+    let actions = ccare(
+        dir.path(),
+        &["context", "actions", "--session", &id, "--json"],
+    );
+    assert_eq!(actions.status.code(), Some(0), "{}", text(&actions.stderr));
+    let records: Vec<serde_json::Value> = text(&actions.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(records.len(), 1, "{records:#?}");
+    let action = &records[0]["data"];
+    assert_eq!(action["action"], "deep-rest");
+    assert_eq!(action["outcome"], "committed");
+    let op = action["operationId"].as_str().unwrap();
+    let human = text(&ccare(dir.path(), &["context", "actions", "--session", &id]).stdout);
+    assert!(
+        human.contains(&format!("{op}  deep-rest requested committed  input ")),
+        "{human}"
+    );
+
+    let diff = ccare(
+        dir.path(),
+        &["context", "diff", "--session", &id, "--op", op],
+    );
+    assert_eq!(diff.status.code(), Some(0), "{}", text(&diff.stderr));
+    let shown = text(&diff.stdout);
+    assert!(shown.contains("replaced     "), "{shown}");
+    assert!(shown.contains("  - seq 1 user/message "), "{shown}");
+    assert!(shown.contains("\"text\":\"lorem ipsum"), "{shown}");
+    assert!(shown.contains("  + seq "), "{shown}");
+    assert!(
+        shown.contains("    Handoff note (written by you):"),
+        "{shown}"
+    );
+    assert!(shown.contains("search the log for lorem."), "{shown}");
+
+    let missing = ccare(
+        dir.path(),
+        &["context", "diff", "--session", &id, "--op", "nope"],
+    );
+    assert_eq!(missing.status.code(), Some(2));
+}
