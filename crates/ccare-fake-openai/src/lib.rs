@@ -56,5 +56,5 @@ mod usage;
 mod wire;
 
 pub use script::{DEFAULT_MODEL, End, Reply, Script, Step};
-pub use server::{FakeServer, NO_REPLY_LEFT_BODY, RecordedRequest};
+pub use server::{FakeServer, NO_REPLY_LEFT_BODY, RecordedRequest, Responder};
 pub use usage::{deepseek_usage, openai_usage};

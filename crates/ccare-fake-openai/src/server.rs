@@ -76,13 +76,27 @@ impl RecordedRequest {
     }
 }
 
-#[derive(Debug)]
+/// Answers a request when no queued reply is left (see [`FakeServer::respond_with`]).
+pub type Responder = Arc<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>;
+
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
+    responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<RecordedRequest>>,
     n_requests: watch::Sender<usize>,
     n_responses: AtomicU64,
     shutdown: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Shared")
+            .field("replies", &self.replies.lock().len())
+            .field("responder", &self.responder.lock().is_some())
+            .field("requests", &self.requests.lock().len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl FakeServer {
@@ -93,6 +107,7 @@ impl FakeServer {
         let (shutdown, shutdown_rx) = watch::channel(false);
         let shared = Arc::new(Shared {
             replies: Mutex::new(VecDeque::new()),
+            responder: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             n_requests: watch::Sender::new(0),
             n_responses: AtomicU64::new(0),
@@ -127,6 +142,15 @@ impl FakeServer {
     /// Queues `reply` for the next chat-completions request (FIFO).
     pub fn push(&self, reply: impl Into<Reply>) {
         self.shared.replies.lock().push_back(reply.into());
+    }
+
+    /// Answers every request that finds the reply queue empty with `responder(request)`,
+    /// for simulations whose replies depend on what was asked (e.g. the purpose header).
+    pub fn respond_with(
+        &self,
+        responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) {
+        *self.shared.responder.lock() = Some(Arc::new(responder));
     }
 
     /// How many queued replies no request has taken yet.
@@ -201,11 +225,18 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         at: Instant::now(),
     };
     let wants_stream = recorded.body.get("stream") == Some(&Value::Bool(true));
+    let responder = shared.responder.lock().clone();
+    let answered = responder.map(|responder| (responder, recorded.clone()));
     shared.record(recorded);
 
     match (&parts.method, parts.uri.path()) {
         (&Method::POST, "/v1/chat/completions") => {
-            let reply = shared.replies.lock().pop_front();
+            let queued = shared.replies.lock().pop_front();
+            let reply = queued.or_else(|| {
+                answered
+                    .as_ref()
+                    .map(|(responder, request)| responder(request))
+            });
             match reply {
                 None => json_response(
                     StatusCode::INTERNAL_SERVER_ERROR,
