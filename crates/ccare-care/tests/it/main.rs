@@ -15,5 +15,6 @@ mod plugin;
 mod pricing;
 mod rest;
 mod rig;
+mod simulation;
 mod status;
 mod tone;
