@@ -27,6 +27,9 @@ pub const PRUNE_KEEP_HEAD: usize = 4096;
 /// What a pruned result keeps of its end, in code points.
 pub const PRUNE_KEEP_TAIL: usize = 1024;
 
+/// How many ranked candidates a maintenance record keeps (CC-JNL-3 `comparisons`).
+pub const JOURNALED_COMPARISONS: usize = 20;
+
 /// What a requested rest came to (CC-BND-2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RestOutcome {
@@ -200,7 +203,13 @@ impl Care {
             reason,
             json!({
                 "rule": proposal.candidate.rule.as_str(),
-                "comparisons": serde_json::to_value(&proposal.comparisons).unwrap_or(Value::Null),
+                // The best few only: a long session has thousands of candidates, and a
+                // journal record must stay small.
+                "comparisons": serde_json::to_value(
+                    &proposal.comparisons[..proposal.comparisons.len().min(JOURNALED_COMPARISONS)]
+                )
+                .unwrap_or(Value::Null),
+                "comparisonCount": proposal.comparisons.len(),
             }),
         )
         .await

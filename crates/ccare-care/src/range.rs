@@ -539,15 +539,24 @@ pub fn propose(nodes: &[RangeNode], input: &RankInput) -> Result<Option<Proposal
     };
     let selected = span.seqs(nodes);
     let deficit = input.load.saturating_sub(input.release_target);
-    let ends = balanced_prefix_ends(nodes, span, selected, 0)?;
+    let mut ends = balanced_prefix_ends(nodes, span, selected, 0)?;
+    ends.sort_unstable();
+    // One sweep over the span: each prefix's sums extend the previous prefix's, so
+    // ranking stays linear in the session's size (plus the sort).
+    let mut running = Running::default();
+    let mut next = span.start;
     let mut comparisons: Vec<RangeCandidate> = ends
         .into_iter()
         .map(|end| {
+            for node in &nodes[next..=end] {
+                running.add(node);
+            }
+            next = end + 1;
             let prefix = Span {
                 start: span.start,
                 end,
             };
-            candidate(nodes, prefix, input, deficit)
+            candidate(nodes, prefix, &running, input, deficit)
         })
         .filter(|candidate| candidate.fresh_tokens > 0 || candidate.checkpoints > 0)
         .filter(|candidate| input.allow_fallback || candidate.rule != RangeRule::BasicPrefix)
@@ -571,24 +580,59 @@ pub fn propose(nodes: &[RangeNode], input: &RankInput) -> Result<Option<Proposal
     }))
 }
 
-/// Measures one prefix and gives it its rule and predictions.
-fn candidate(nodes: &[RangeNode], prefix: Span, input: &RankInput, deficit: u64) -> RangeCandidate {
-    let members = prefix.nodes(nodes);
-    let range_cost = members
-        .iter()
-        .fold(0, |sum: u64, node| sum.saturating_add(node.tokens));
-    let fresh_tokens = fresh_tokens(members);
-    let checkpoints = members
-        .iter()
-        .filter(|node| node.kind == NodeKind::Checkpoint)
-        .count();
-    let only_checkpoints = members.iter().all(|node| {
-        matches!(
+/// The sums of a prefix, extended node by node.
+#[derive(Debug, Clone, Copy)]
+struct Running {
+    cost: u64,
+    fresh: u64,
+    checkpoints: usize,
+    only_checkpoints: bool,
+    tool_calls: u64,
+    count: usize,
+}
+
+impl Default for Running {
+    fn default() -> Self {
+        Self {
+            cost: 0,
+            fresh: 0,
+            checkpoints: 0,
+            only_checkpoints: true,
+            tool_calls: 0,
+            count: 0,
+        }
+    }
+}
+
+impl Running {
+    fn add(&mut self, node: &RangeNode) {
+        self.cost = self.cost.saturating_add(node.tokens);
+        self.fresh = self.fresh.saturating_add(node.fresh_tokens());
+        if node.kind == NodeKind::Checkpoint {
+            self.checkpoints += 1;
+        }
+        self.only_checkpoints &= matches!(
             node.kind,
             NodeKind::Checkpoint | NodeKind::System | NodeKind::Own
-        )
-    });
-    let tool_calls = members.iter().map(|node| u64::from(node.tool_calls)).sum();
+        );
+        self.tool_calls = self.tool_calls.saturating_add(u64::from(node.tool_calls));
+        self.count += 1;
+    }
+}
+
+/// Gives one measured prefix its rule and predictions.
+fn candidate(
+    nodes: &[RangeNode],
+    prefix: Span,
+    running: &Running,
+    input: &RankInput,
+    deficit: u64,
+) -> RangeCandidate {
+    let range_cost = running.cost;
+    let fresh_tokens = running.fresh;
+    let checkpoints = running.checkpoints;
+    let only_checkpoints = running.only_checkpoints;
+    let tool_calls = running.tool_calls;
     let rule = if fresh_tokens >= input.min_fresh_tokens {
         RangeRule::FreshSummary
     } else if only_checkpoints && checkpoints >= 2 {
@@ -605,7 +649,7 @@ fn candidate(nodes: &[RangeNode], prefix: Span, input: &RankInput, deficit: u64)
         rule,
         start,
         end,
-        node_count: members.len(),
+        node_count: running.count,
         range_cost,
         fresh_tokens,
         checkpoints,
