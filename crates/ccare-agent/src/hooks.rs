@@ -155,6 +155,11 @@ pub struct StreamContext {
     pub step: u32,
     /// The pinned route.
     pub route: Route,
+    /// The agent's session.
+    pub session: ccare_core::SessionId,
+    /// The agent's durable inbox: a watch may inject a notice or steer a continuation
+    /// (stream watch's resume is queued before the aborted turn ends, SW-9).
+    pub inbox: crate::tool::Injector,
 }
 
 /// A stream observer's verdict on one chunk.

@@ -58,11 +58,20 @@ pub struct ToolContext {
     pub clock: std::sync::Arc<dyn ccare_core::Clock>,
 }
 
-/// Queues a message into the calling agent's durable inbox as an inject: entered at
-/// the next step after the tool batch settles, without waking an idle agent.
+/// A handle on the calling agent's durable inbox: an inject is entered at the next step
+/// without waking an idle agent; a steer wakes it.
 #[derive(Clone, Default)]
 pub struct Injector {
     agent: Option<crate::agent::Agent>,
+}
+
+impl std::fmt::Debug for Injector {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Injector")
+            .field("attached", &self.agent.is_some())
+            .finish()
+    }
 }
 
 impl Injector {
@@ -84,6 +93,12 @@ impl Injector {
     /// Queues `message`; returns its inbox id, or `None` when the call has no agent.
     pub fn inject(&self, message: ccare_core::Message) -> Option<u64> {
         self.agent.as_ref().map(|agent| agent.inject(message))
+    }
+
+    /// Queues `message` as a steer: entered at the next step, waking the agent; the
+    /// agent does not go idle before it runs. `None` when there is no agent.
+    pub fn steer(&self, message: ccare_core::Message) -> Option<u64> {
+        self.agent.as_ref().map(|agent| agent.steer(message))
     }
 }
 

@@ -498,6 +498,8 @@ async fn stream_call(
         turn,
         step,
         route: route.clone(),
+        session: agent.inner.session.id().clone(),
+        inbox: crate::tool::Injector::new(agent.clone()),
     };
     let token = agent.turn_token();
     let mut stream = call.stream(token.child_token());

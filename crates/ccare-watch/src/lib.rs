@@ -6,7 +6,10 @@
 //!   reasoning, detectors, triggers and their firing state per agent.
 //! - [`shapes`]: the pre-step loop shapes (LS-1, LS-2) over a committed reply.
 //! - [`pattern`]: the output-pattern detector (OP-1 .. OP-5).
+//! - [`plugin`]: the `stream-watch` plugin that wires the stream watch and the loop
+//!   shapes into the agent (the only module that knows host types).
 
 pub mod engine;
 pub mod pattern;
+pub mod plugin;
 pub mod shapes;

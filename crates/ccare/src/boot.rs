@@ -96,13 +96,16 @@ pub(crate) fn boot(settings: &Settings, home: &Home) -> Result<Booted, Failure> 
     })
 }
 
-/// The plugins this build knows, by `[plugins.<name>]` table name (stream-watch lands
-/// with its issue; context-care is mounted without maintenance so far).
-fn known_plugins(care: &ccare_care::ContextCare) -> Vec<Box<dyn Plugin>> {
+/// The plugins this build knows, by `[plugins.<name>]` table name.
+fn known_plugins(
+    care: &ccare_care::ContextCare,
+    locale: ccare_core::Locale,
+) -> Vec<Box<dyn Plugin>> {
     vec![
         Box::new(ccare_time_context::TimeContext),
         Box::new(ccare_time_context::TimeContextInvariant),
         Box::new(care.clone()),
+        Box::new(ccare_watch::plugin::StreamWatchPlugin::default().with_locale(locale)),
     ]
 }
 
@@ -113,7 +116,7 @@ fn mount_plugins(
     settings: &Settings,
     care: &ccare_care::ContextCare,
 ) -> Result<(), Failure> {
-    let known = known_plugins(care);
+    let known = known_plugins(care, settings.locale);
     for (name, table) in &settings.plugins {
         let Some(plugin) = known.iter().find(|plugin| plugin.name() == name) else {
             let names: Vec<&str> = known.iter().map(|plugin| plugin.name()).collect();

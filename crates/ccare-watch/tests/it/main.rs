@@ -6,6 +6,7 @@
 mod config;
 mod detectors;
 mod firing;
+mod plugin;
 mod policy;
 mod props;
 mod shapes;

@@ -496,3 +496,27 @@ fn context_actions_and_diff_show_what_a_compaction_replaced() {
     );
     assert_eq!(missing.status.code(), Some(2));
 }
+
+#[test]
+fn sw_9_run_waits_for_the_resumed_turn_after_an_output_loop_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let looping = serde_json::json!({"text": "same line\n".repeat(80)});
+    std::fs::write(
+        dir.path().join("s.jsonl"),
+        format!("{looping}\n{{\"text\": \"Back on track.\"}}\n"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("ccare.toml"),
+        "[agent]\nmodel = \"s/scripted\"\n[providers.s]\nkind = \"script\"\nscript = \"s.jsonl\"\n[plugins.stream-watch]\n",
+    )
+    .unwrap();
+    let output = ccare(dir.path(), &["run", "--prompt", "write it"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    assert!(
+        stdout.starts_with("same line\n"),
+        "the partial output is shown: {stdout}"
+    );
+    assert!(stdout.trim_end().ends_with("Back on track."), "{stdout}");
+}

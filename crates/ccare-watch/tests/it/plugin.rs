@@ -1,0 +1,267 @@
+//! The `stream-watch` plugin in real composition (SQLite store, scripted provider, the
+//! agent loop), read back from the log: SW-8 .. SW-11 (AC-6, AC-7, AC-8), the controls
+//! (RC), and the loop-shape fallback (LS-3).
+
+use std::sync::Arc;
+
+use ccare_agent::controls::{Patch, PatchOp};
+use ccare_agent::{Agent, AgentOptions, Host};
+use ccare_core::SystemClock;
+use ccare_core::kinds::TurnEndReason;
+use ccare_llm::script::ScriptProvider;
+use ccare_llm::{Llm, LlmConfig, ProviderConfig, ProviderKind};
+use ccare_session::{Registry, Session, Sessions, SessionsConfig};
+use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_watch::plugin::{LABEL_LOOP, LABEL_LOOP_ABORTED, LABEL_TIME, StreamWatchPlugin};
+use serde_json::{Value, json};
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    host: Arc<Host>,
+    agent: Agent,
+    session: Session,
+    script: ScriptProvider,
+}
+
+async fn rig(lines: &[Value]) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("w.db"))).unwrap();
+    let registry = Arc::new(Registry::with_host_defaults());
+    let sessions = Arc::new(Sessions::new(
+        Arc::new(store) as Arc<dyn Store>,
+        Arc::new(SystemClock),
+        Arc::clone(&registry),
+        SessionsConfig::default(),
+    ));
+    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
+    let script = ScriptProvider::from_jsonl(&text.join("\n")).unwrap();
+    let mut config = LlmConfig::default();
+    config
+        .providers
+        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
+    let mut llm = Llm::from_config(config, &|_| None).unwrap();
+    llm.insert_provider(
+        "s",
+        ProviderConfig::new(ProviderKind::Script),
+        Arc::new(script.clone()),
+    );
+    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
+    host.mount(&StreamWatchPlugin::default(), &json!({}))
+        .unwrap();
+    let session = sessions.create(None, Default::default()).await.unwrap();
+    let agent = Agent::new(
+        Arc::clone(&host),
+        session.clone(),
+        Arc::new(SystemClock),
+        AgentOptions::new("s/scripted"),
+    );
+    Rig {
+        _dir: dir,
+        host,
+        agent,
+        session,
+        script,
+    }
+}
+
+impl Rig {
+    async fn turn(&self, prompt: &str) -> Option<TurnEndReason> {
+        self.agent.prompt(prompt);
+        self.agent.when_idle().await
+    }
+
+    fn events(&self, kind: &str) -> Vec<Value> {
+        self.session.with_log(|log| {
+            log.events()
+                .iter()
+                .filter(|event| event.kind() == kind)
+                .map(|event| serde_json::from_str(event.data_json()).unwrap())
+                .collect()
+        })
+    }
+
+    fn notices(&self, label: &str) -> Vec<Value> {
+        self.events("user/message")
+            .into_iter()
+            .map(|data| data["message"].clone())
+            .filter(|message| message["source"]["summary"] == label)
+            .collect()
+    }
+}
+
+fn looping() -> Value {
+    json!({"text": "same line\n".repeat(80)})
+}
+
+#[tokio::test]
+async fn ac_7_a_loop_is_aborted_kept_and_resumed_saying_the_system_stopped_it() {
+    let rig = rig(&[looping(), json!({"text": "Back on track."})]).await;
+    let end = rig.turn("write the report").await;
+    assert_eq!(
+        end,
+        Some(TurnEndReason::Completed),
+        "the resumed turn completed"
+    );
+    let ends = rig.events("turn/end");
+    assert_eq!(ends.len(), 2);
+    assert_eq!(
+        ends[0]["reason"]["cause"]["plugin"], "stream-watch",
+        "{}",
+        ends[0]
+    );
+    assert_eq!(
+        ends[0]["reason"]["cause"]["reason"],
+        "output loop: same line"
+    );
+    let answers = rig.events("assistant/message");
+    assert_eq!(
+        answers[0]["interrupted"], true,
+        "the partial output is kept"
+    );
+    let partial = answers[0]["message"]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(partial.starts_with("same line\nsame line\n"), "{partial}");
+    assert!(
+        partial.len() < "same line\n".len() * 80,
+        "cut mid-generation"
+    );
+    let resumes = rig.notices(LABEL_LOOP_ABORTED);
+    assert_eq!(resumes.len(), 1);
+    let text = resumes[0]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("\"same line\""), "{text}");
+    assert!(
+        text.contains("The system (context-care), not you, stopped the response"),
+        "{text}"
+    );
+    assert!(text.contains("context_rest"), "{text}");
+    assert_eq!(
+        answers[1]["message"]["content"][0]["text"],
+        "Back on track."
+    );
+}
+
+#[tokio::test]
+async fn ac_7_a_second_consecutive_loop_is_not_resumed_and_ac_8_a_healthy_reply_rearms() {
+    let rig = rig(&[
+        looping(),
+        looping(),
+        json!({"text": "ok"}),
+        looping(),
+        json!({"text": "again fine"}),
+    ])
+    .await;
+    // Loop, resume (loops again: the second consecutive abort), no resume.
+    let end = rig.turn("go").await;
+    let log: Vec<String> = rig.session.with_log(|log| {
+        log.events()
+            .iter()
+            .map(|event| {
+                format!(
+                    "{} {}",
+                    event.kind(),
+                    event.data_json().chars().take(150).collect::<String>()
+                )
+            })
+            .collect()
+    });
+    assert!(
+        matches!(end, Some(TurnEndReason::Aborted { .. })),
+        "{end:?} {log:#?}"
+    );
+    assert_eq!(rig.events("turn/end").len(), 2);
+    assert_eq!(rig.notices(LABEL_LOOP_ABORTED).len(), 1, "the resume steer");
+    // A real user message (and the healthy reply) re-arm auto-resume.
+    assert_eq!(rig.turn("try again").await, Some(TurnEndReason::Completed));
+    // SW-11: the second abort's MV-LOOP(aborted) reached the human-started step.
+    assert_eq!(rig.notices(LABEL_LOOP_ABORTED).len(), 2);
+    assert_eq!(
+        rig.turn("and once more").await,
+        Some(TurnEndReason::Completed),
+        "resumed"
+    );
+    assert_eq!(rig.events("turn/end").len(), 5);
+}
+
+#[tokio::test]
+async fn ac_6_time_anxiety_in_reasoning_gets_one_notice_and_the_output_continues() {
+    let rig = rig(&[
+        json!({"reasoning": "嗯，时间不够了，得加快", "text": "Here is the plan."}),
+        json!({"text": "noted"}),
+    ])
+    .await;
+    assert_eq!(rig.turn("plan it").await, Some(TurnEndReason::Completed));
+    let answers = rig.events("assistant/message");
+    assert_ne!(answers[0]["interrupted"], true, "not aborted");
+    // Injected mid-stream, entered at the next step of the same turn.
+    let notices = rig.notices(LABEL_TIME);
+    assert_eq!(notices.len(), 1);
+    assert_eq!(
+        notices[0]["source"]["kind"],
+        "plugin:context-care:watch:time-anxiety"
+    );
+    assert_eq!(answers.len(), 2);
+}
+
+#[tokio::test]
+async fn rc_abort_off_keeps_the_output_and_only_notices() {
+    let rig = rig(&[looping(), json!({"text": "fine"})]).await;
+    let controls = rig.host.controls();
+    controls.load(rig.session.id()).await.unwrap();
+    controls
+        .patch(
+            rig.session.id(),
+            Patch {
+                revision: 0,
+                source_id: "stream-watch".to_owned(),
+                rule_id: "stream-line-repeat".to_owned(),
+                op: PatchOp::Toggle {
+                    action_id: "abort".to_owned(),
+                    enabled: false,
+                },
+            },
+            rig.session.head(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(rig.turn("go").await, Some(TurnEndReason::Completed));
+    let answers = rig.events("assistant/message");
+    assert_ne!(answers[0]["interrupted"], true);
+    assert_eq!(rig.events("turn/end").len(), 1, "no resumed turn");
+    assert!(rig.notices(LABEL_LOOP_ABORTED).is_empty());
+    // Injected mid-stream, the notice was entered at the turn's next step.
+    assert_eq!(rig.notices(LABEL_LOOP).len(), 1);
+}
+
+#[tokio::test]
+async fn ls_3_a_mild_shape_in_the_last_reply_is_reminded_once_at_the_next_step() {
+    // 16 of 40 counted lines repeat (40%): below the watch's abort threshold, above
+    // the pre-step reminder's (≥15 and ≥20%).
+    let mut reply = String::new();
+    for index in 0..24 {
+        reply.push_str(&format!("distinct line number {index}\n"));
+    }
+    reply.push_str(&"again and again\n".repeat(16));
+    let rig = rig(&[
+        json!({"text": reply}),
+        json!({"text": "ok"}),
+        json!({"text": "ok"}),
+    ])
+    .await;
+    rig.turn("one").await;
+    rig.turn("two").await;
+    let reminders = rig.notices(LABEL_LOOP);
+    assert_eq!(reminders.len(), 1);
+    assert_eq!(reminders[0]["source"]["kind"], "plugin:context-care:loop");
+    let text = reminders[0]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("\"again and again\""), "{text}");
+    assert!(text.contains("16 of the last 40 lines (40%)"), "{text}");
+    assert!(!text.contains("stopped the response"), "not aborted");
+    rig.turn("three").await;
+    assert_eq!(
+        rig.notices(LABEL_LOOP).len(),
+        1,
+        "the same reply is not reminded twice"
+    );
+    let _ = &rig.script;
+}
