@@ -265,3 +265,27 @@ async fn ls_3_a_mild_shape_in_the_last_reply_is_reminded_once_at_the_next_step()
     );
     let _ = &rig.script;
 }
+
+#[tokio::test]
+async fn sw_5_a_trigger_override_changes_one_threshold_and_bad_ones_are_load_errors() {
+    let rig = rig(&[looping()]).await;
+    let plugin = StreamWatchPlugin::default();
+    let mount = |config: Value| {
+        rig.host.unmount("stream-watch");
+        rig.host
+            .mount(&plugin, &config)
+            .map_err(|error| error.to_string())
+    };
+    let error =
+        mount(json!({"triggers": {"line-repeat": {"detector": {"params": {"minRatio": 7}}}}}))
+            .unwrap_err();
+    assert!(error.starts_with("stream-watch: triggers: "), "{error}");
+    assert_eq!(
+        mount(json!({"tool_loop": {}})).unwrap_err(),
+        "stream-watch: unknown config tool_loop"
+    );
+    // Stricter thresholds: 80 repeated lines no longer stop the output.
+    mount(json!({"triggers": {"line-repeat": {"detector": {"params": {"minRun": 200, "minCount": 200}}}}})).unwrap();
+    assert_eq!(rig.turn("go").await, Some(TurnEndReason::Completed));
+    assert_ne!(rig.events("assistant/message")[0]["interrupted"], true);
+}
