@@ -158,7 +158,10 @@ fn is_own(message: &Message) -> bool {
 }
 
 impl Care {
-    /// Runs one summary transaction over `selection` (CC-SUM-2 .. CC-SUM-5).
+    /// Runs one summary transaction over `selection` (CC-SUM-2 .. CC-SUM-5): the
+    /// largest balanced candidate whose request fits the summary route is summarized;
+    /// when none fits, consecutive fitting chunks of the largest are summarized and
+    /// merged (CC-EXT-1).
     pub(crate) async fn summarize(
         &self,
         run: &SummaryRun<'_>,
@@ -173,7 +176,7 @@ impl Care {
                 format!("compaction {open} is still open"),
             ));
         }
-        let Some(llm) = self.llm.as_ref() else {
+        let Some(llm) = self.llm.as_deref() else {
             return Err(SummaryFailure::new(
                 "NO_PROVIDER",
                 "no LLM layer to summarize with",
@@ -183,7 +186,6 @@ impl Care {
             return Err(SummaryFailure::new("NO_PROVIDER", "no conversation route"));
         };
         let view = session.derived_view();
-        let snapshot = (view.head, view.replace_generation);
         let before = self
             .measure(
                 run.frozen,
@@ -194,353 +196,67 @@ impl Care {
             .load;
         let candidates = summary_candidates(nodes, selection, min_fresh)
             .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
-        if candidates.is_empty() {
+        let Some(largest) = candidates.first().cloned() else {
             return Err(SummaryFailure::new(
                 "SUMMARY_INPUT_BUDGET",
                 "no balanced prefix of the selection has enough fresh text",
             ));
-        }
+        };
         let model = match (&self.config.summary.provider, &self.config.summary.model) {
             (Some(provider), Some(model)) => format!("{provider}/{model}"),
             _ => format!("{}/{}", route.provider, route.model),
         };
-        let pricer = run
-            .frozen
-            .pricing
-            .pricer(&run.frozen.meter)
-            .map_err(|error| SummaryFailure::new("PRICING_FAILED", error.to_string()))?;
-        let by_seq = |seq: u64| {
-            view.messages
-                .iter()
-                .find(|derived| derived.seq == seq)
-                .map(|derived| &*derived.message)
+        let mut transaction = Transaction {
+            care: self,
+            llm,
+            run,
+            model,
+            compaction_id: uuid::Uuid::now_v7().to_string(),
+            started: false,
+            calls: 0,
         };
-        let compaction_id = uuid::Uuid::now_v7().to_string();
-        let mut started = false;
-        let mut last_error = None;
         let max_retries = self.config.summary.max_retries.unwrap_or(0);
         let mut retries = 0u64;
-        let mut calls = 0u64;
+        let mut last_error = None;
+        let mut any_fits = false;
         for candidate in &candidates {
-            let messages: Vec<&Message> = candidate
-                .iter()
-                .filter_map(|seq| by_seq(*seq))
-                .filter(|message| !is_own(message))
-                .collect();
-            let request = summary_request(&messages);
-            let config = CallConfig {
-                model: model.clone(),
-                max_tokens: self
-                    .config
-                    .summary
-                    .max_tokens
-                    .and_then(|tokens| u32::try_from(tokens).ok()),
-                messages: vec![RequestMessage::user(request.clone())],
-                purpose: Purpose::Compaction,
-                ..CallConfig::default()
-            };
-            let call = llm
-                .prepare_call(config)
-                .map_err(|failure| SummaryFailure::new(failure.code.as_str(), failure.message))?;
-            // CC-SUM-2: fits the summary route's own H (CC-BUD-5), or H is unknown.
-            let budget = resolve(
-                &self.config,
-                RouteInfo {
-                    provider: &call.route.provider,
-                    model: &call.route.model,
-                    purpose: RoutePurpose::Compaction,
-                    physical_window_tokens: call.route.context_window,
-                    max_tokens: call.config.max_tokens.map(u64::from),
-                    adapter_default_max_tokens: call.route.max_output_tokens.map(u64::from),
-                },
-            )
-            .ok()
-            .flatten();
-            let q = pricer
-                .request(None, std::iter::once(&request), &Value::Null)
-                .map(|price| price.q())
-                .map_err(|error| SummaryFailure::new("PRICING_FAILED", error.to_string()))?;
-            if budget
-                .as_ref()
-                .is_some_and(|budget| i64::try_from(q).unwrap_or(i64::MAX) > budget.hard_input)
-            {
-                last_error = Some(SummaryFailure::new(
-                    "SUMMARY_INPUT_BUDGET",
-                    format!("the summary request ({q} tokens) exceeds the summary route's budget"),
-                ));
+            let request = transaction.request_for(&view, candidate);
+            if !transaction.fits(&request)? {
                 continue;
             }
-            if let Some(limit) = self.config.max_summary_calls_per_action
-                && calls >= limit
-            {
-                return self.abort(
-                    session,
-                    &compaction_id,
-                    started,
-                    last_error.unwrap_or_else(|| {
-                        SummaryFailure::new("SUMMARY_CALL_LIMIT", "summary call limit reached")
-                    }),
-                );
-            }
-            if !started {
-                let start = EventDraft::typed(&CompactionStart {
-                    compaction_id: compaction_id.clone(),
-                    turn: run.turn,
-                    trigger: run.reason.to_owned(),
-                })
-                .map_err(|error| SummaryFailure::new("ENCODE_FAILED", error.to_string()))?;
-                session
-                    .append(start)
-                    .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
-                started = true;
-            }
-            calls += 1;
-            let call_id = call.call_id.clone();
-            let summary_model = (call.route.provider.clone(), call.route.model.clone());
-            let max_tokens = call.config.max_tokens;
-            let mut stream = call.stream(run.cancel.child_token());
-            let mut assembler = Assembler::new();
-            let mut protocol = None;
-            while let Some(chunk) = stream.next().await {
-                if let Err(failure) = assembler.push(&chunk) {
-                    protocol = Some(failure);
-                    break;
+            any_fits = true;
+            match transaction.call(&request).await {
+                Ok(output) => {
+                    let coverage =
+                        json!({"chunks": [[candidate.first(), candidate.last()]], "dropped": []});
+                    return transaction
+                        .commit(nodes, candidate, output, before, coverage)
+                        .await;
                 }
-            }
-            drop(stream);
-            let assembled = match protocol {
-                Some(failure) => assembler.fail(failure),
-                None => assembler.finish(),
-            };
-            let failure = match &assembled.finish {
-                Finish::Stop => None,
-                Finish::Length => Some(SummaryFailure::new(
-                    "MAX_TOKENS",
-                    "the summary hit its output limit",
-                )),
-                Finish::ToolCalls => Some(SummaryFailure::new(
-                    "UNSUPPORTED_CONTENT",
-                    "the summary called a tool",
-                )),
-                Finish::Aborted => {
-                    Some(SummaryFailure::new("ABORTED", "the summary was cancelled"))
-                }
-                Finish::Error { failure } => Some(SummaryFailure::new(
-                    failure.code.as_str(),
-                    failure.message.clone(),
-                )),
-            };
-            if let Some(failure) = failure {
-                let overflow = matches!(
-                    failure.code.as_str(),
-                    "CONTEXT_WINDOW_EXCEEDED" | "REQUEST_BUDGET_EXCEEDED"
-                );
-                if overflow && retries < max_retries {
-                    retries += 1;
-                    last_error = Some(failure);
-                    continue;
-                }
-                return self.abort(session, &compaction_id, started, failure);
-            }
-            let message = assembled.message();
-            if message.content.iter().any(|block| {
-                matches!(
-                    block,
-                    ContentBlock::ToolCall(_) | ContentBlock::Image(_) | ContentBlock::Unknown(_)
-                )
-            }) {
-                return self.abort(
-                    session,
-                    &compaction_id,
-                    started,
-                    SummaryFailure::new("UNSUPPORTED_CONTENT", "the summary is not only text"),
-                );
-            }
-            let summary: Vec<String> = message
-                .content
-                .iter()
-                .filter_map(|block| match block {
-                    ContentBlock::Text(text) => Some(text.text.clone()),
-                    _ => None,
-                })
-                .collect();
-            let summary = summary.join("\n");
-            if summary.trim().is_empty() {
-                return self.abort(
-                    session,
-                    &compaction_id,
-                    started,
-                    SummaryFailure::new("SUMMARY_EMPTY", "the summary has no text"),
-                );
-            }
-            // CC-SUM-5: commit only over an unchanged surface, only if smaller.
-            let now = session.derived_view();
-            if now.replace_generation != snapshot.1
-                || candidate
-                    .iter()
-                    .any(|seq| !now.messages.iter().any(|m| m.seq == *seq))
-            {
-                return self.abort(
-                    session,
-                    &compaction_id,
-                    started,
-                    SummaryFailure::new(
-                        "SUMMARY_SURFACE_CHANGED",
-                        "the history changed while it was being summarized",
-                    ),
-                );
-            }
-            let (Some(&start_seq), Some(&end_seq)) = (candidate.first(), candidate.last()) else {
-                continue;
-            };
-            let trace = json!({
-                "producer": "context-care",
-                "trigger": "summary",
-                "reason": run.reason,
-                "operationId": run.operation_id,
-                "sourceSeqs": candidate,
-                "callId": call_id,
-            });
-            let ledger = self
-                .ledger
-                .current(session.id())
-                .await
-                .ok()
-                .and_then(|items| crate::ledger::render_ledger(&items));
-            let checkpoint = checkpoint_message(&compaction_id, &summary, ledger.as_deref(), trace);
-            let after = self
-                .measure(
-                    run.frozen,
-                    now.messages
-                        .iter()
-                        .filter(|derived| derived.seq < start_seq || derived.seq > end_seq)
-                        .map(|derived| &*derived.message)
-                        .chain(std::iter::once(&checkpoint)),
-                    run.batch.iter(),
-                )
-                .map_err(|error| SummaryFailure::new("PRICING_FAILED", error.to_string()))?
-                .load;
-            if after >= before {
-                return self.abort(
-                    session,
-                    &compaction_id,
-                    started,
-                    SummaryFailure::new(
-                        "SUMMARY_NOT_SMALLER",
-                        format!("the checkpoint would make the request {after} tokens, not less than {before}"),
-                    ),
-                );
-            }
-            let shadowed_tokens: u64 = nodes
-                .iter()
-                .filter(|node| candidate.contains(&node.seq))
-                .map(|node| node.tokens)
-                .sum();
-            let summary_event = EventDraft::new(
-                ccare_core::kinds::COMPACTION_SUMMARY,
-                object(json!({
-                    "compaction_id": compaction_id,
-                    "summary": summary,
-                    "raw_output": serde_json::to_value(&message).unwrap_or(Value::Null),
-                    "usage": assembled.usage,
-                    "provider": summary_model.0,
-                    "model": summary_model.1,
-                    "max_tokens": max_tokens,
-                    "llm_stream_call": true,
-                    "call_id": call_id,
-                    "shadowed_range": [start_seq, end_seq],
-                    "shadowed_seqs": candidate,
-                    "shadowed_tokens": shadowed_tokens,
-                })),
-            );
-            let summary_seq = session
-                .append(summary_event)
-                .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?
-                .seq();
-            let start_event = session.with_log(|log| {
-                log.events()
-                    .iter()
-                    .rev()
-                    .find(|event| event.kind() == ccare_core::kinds::COMPACTION_START)
-                    .map(|event| event.seq())
-            });
-            let mut sources: Vec<u64> = start_event.into_iter().collect();
-            sources.push(summary_seq);
-            sources.extend(candidate.iter().copied());
-            let replace = EventDraft::typed(&UserMessage {
-                message: checkpoint,
-            })
-            .map_err(|error| SummaryFailure::new("ENCODE_FAILED", error.to_string()))?
-            .with_surface(SurfaceOp::Replace { start_seq, end_seq })
-            .with_sources(sources);
-            let checkpoint_seq = match session.append(replace) {
-                Ok(event) => event.seq(),
-                Err(error) => {
-                    return self.abort(
-                        session,
-                        &compaction_id,
-                        started,
-                        SummaryFailure::new(error.code(), error.to_string()),
+                Err(failure) => {
+                    let overflow = matches!(
+                        failure.code.as_str(),
+                        "CONTEXT_WINDOW_EXCEEDED" | "REQUEST_BUDGET_EXCEEDED"
                     );
+                    if overflow && retries < max_retries {
+                        retries += 1;
+                        last_error = Some(failure);
+                        continue;
+                    }
+                    return transaction.abort(failure);
                 }
-            };
-            let end = EventDraft::typed(&CompactionEnd {
-                compaction_id: compaction_id.clone(),
-                error: None,
-                repair: false,
-            })
-            .map_err(|error| SummaryFailure::new("ENCODE_FAILED", error.to_string()))?;
-            session
-                .append(end)
-                .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
-            session
-                .flush()
-                .await
-                .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
-            return Ok(Committed {
-                compaction_id,
-                checkpoint_seq,
-                shadowed: candidate.clone(),
-                before,
-                after,
-                call_id,
-                usage: assembled.usage,
-            });
+            }
         }
-        self.abort(
-            session,
-            &compaction_id,
-            started,
-            last_error.unwrap_or_else(|| {
+        if any_fits {
+            return transaction.abort(last_error.unwrap_or_else(|| {
                 SummaryFailure::new(
                     "SUMMARY_INPUT_BUDGET",
                     "no candidate fits the summary route",
                 )
-            }),
-        )
-    }
-
-    /// Closes an open transaction with the error and returns it.
-    fn abort(
-        &self,
-        session: &Session,
-        compaction_id: &str,
-        started: bool,
-        failure: SummaryFailure,
-    ) -> Result<Committed, SummaryFailure> {
-        if started {
-            let end = CompactionEnd {
-                compaction_id: compaction_id.to_owned(),
-                error: Some(failure.code.clone()),
-                repair: false,
-            };
-            if let Ok(draft) = EventDraft::typed(&end)
-                && let Err(error) = session.append(draft)
-            {
-                tracing::error!(session = %session.id(), %error, "compaction/end not written");
-            }
+            }));
         }
-        Err(failure)
+        // CC-EXT-1: nothing fits whole; summarize fitting chunks and merge them.
+        transaction.chunked(&view, nodes, &largest, before).await
     }
 }
 
@@ -577,4 +293,436 @@ pub(crate) fn checkpoint_message(
         extra: ccare_core::Extra::new(),
     });
     message
+}
+
+/// The output of one summary call.
+struct Output {
+    summary: String,
+    raw: Value,
+    usage: Option<TokenUsage>,
+    call_id: String,
+    provider: String,
+    model: String,
+    max_tokens: Option<u32>,
+}
+
+/// One summary transaction in progress: its id, whether `compaction/start` was written,
+/// and how many calls it made.
+struct Transaction<'a> {
+    care: &'a Care,
+    llm: &'a ccare_llm::Llm,
+    run: &'a SummaryRun<'a>,
+    model: String,
+    compaction_id: String,
+    started: bool,
+    calls: u64,
+}
+
+impl Transaction<'_> {
+    fn fail<T>(&self, code: &str, message: impl Into<String>) -> Result<T, SummaryFailure> {
+        Err(SummaryFailure::new(code, message))
+    }
+
+    /// The summary request of `seqs` (own notices left out).
+    fn request_for(&self, view: &ccare_session::DerivedView, seqs: &[u64]) -> Message {
+        let messages: Vec<&Message> = seqs
+            .iter()
+            .filter_map(|seq| {
+                view.messages
+                    .iter()
+                    .find(|derived| derived.seq == *seq)
+                    .map(|derived| &*derived.message)
+            })
+            .filter(|message| !is_own(message))
+            .collect();
+        summary_request(&messages)
+    }
+
+    fn config(&self, request: &Message) -> CallConfig {
+        CallConfig {
+            model: self.model.clone(),
+            max_tokens: self
+                .care
+                .config
+                .summary
+                .max_tokens
+                .and_then(|tokens| u32::try_from(tokens).ok()),
+            messages: vec![RequestMessage::user(request.clone())],
+            purpose: Purpose::Compaction,
+            ..CallConfig::default()
+        }
+    }
+
+    /// CC-SUM-2: whether `request` fits the summary route's own `H` (CC-BUD-5); an
+    /// unknown `H` fits.
+    fn fits(&self, request: &Message) -> Result<bool, SummaryFailure> {
+        let call = self
+            .llm
+            .prepare_call(self.config(request))
+            .map_err(|failure| SummaryFailure::new(failure.code.as_str(), failure.message))?;
+        let budget = resolve(
+            &self.care.config,
+            RouteInfo {
+                provider: &call.route.provider,
+                model: &call.route.model,
+                purpose: RoutePurpose::Compaction,
+                physical_window_tokens: call.route.context_window,
+                max_tokens: call.config.max_tokens.map(u64::from),
+                adapter_default_max_tokens: call.route.max_output_tokens.map(u64::from),
+            },
+        )
+        .ok()
+        .flatten();
+        let Some(budget) = budget else {
+            return Ok(true);
+        };
+        let pricer = self
+            .run
+            .frozen
+            .pricing
+            .pricer(&self.run.frozen.meter)
+            .map_err(|error| SummaryFailure::new("PRICING_FAILED", error.to_string()))?;
+        let q = pricer
+            .request(None, std::iter::once(request), &Value::Null)
+            .map(|price| price.q())
+            .map_err(|error| SummaryFailure::new("PRICING_FAILED", error.to_string()))?;
+        Ok(i64::try_from(q).unwrap_or(i64::MAX) <= budget.hard_input)
+    }
+
+    /// Opens the transaction (once) and makes one summary call (CC-SUM-3).
+    async fn call(&mut self, request: &Message) -> Result<Output, SummaryFailure> {
+        if let Some(limit) = self.care.config.max_summary_calls_per_action
+            && self.calls >= limit
+        {
+            return self.fail("SUMMARY_CALL_LIMIT", "summary call limit reached");
+        }
+        let session = self.run.session;
+        if !self.started {
+            let start = EventDraft::typed(&CompactionStart {
+                compaction_id: self.compaction_id.clone(),
+                turn: self.run.turn,
+                trigger: self.run.reason.to_owned(),
+            })
+            .map_err(|error| SummaryFailure::new("ENCODE_FAILED", error.to_string()))?;
+            session
+                .append(start)
+                .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
+            self.started = true;
+        }
+        self.calls += 1;
+        let call = self
+            .llm
+            .prepare_call(self.config(request))
+            .map_err(|failure| SummaryFailure::new(failure.code.as_str(), failure.message))?;
+        let call_id = call.call_id.clone();
+        let (provider, model) = (call.route.provider.clone(), call.route.model.clone());
+        let max_tokens = call.config.max_tokens;
+        let mut stream = call.stream(self.run.cancel.child_token());
+        let mut assembler = Assembler::new();
+        let mut protocol = None;
+        while let Some(chunk) = stream.next().await {
+            if let Err(failure) = assembler.push(&chunk) {
+                protocol = Some(failure);
+                break;
+            }
+        }
+        drop(stream);
+        let assembled = match protocol {
+            Some(failure) => assembler.fail(failure),
+            None => assembler.finish(),
+        };
+        match &assembled.finish {
+            Finish::Stop => {}
+            Finish::Length => return self.fail("MAX_TOKENS", "the summary hit its output limit"),
+            Finish::ToolCalls => {
+                return self.fail("UNSUPPORTED_CONTENT", "the summary called a tool");
+            }
+            Finish::Aborted => return self.fail("ABORTED", "the summary was cancelled"),
+            Finish::Error { failure } => {
+                return self.fail(failure.code.as_str(), failure.message.clone());
+            }
+        }
+        let message = assembled.message();
+        if message.content.iter().any(|block| {
+            matches!(
+                block,
+                ContentBlock::ToolCall(_) | ContentBlock::Image(_) | ContentBlock::Unknown(_)
+            )
+        }) {
+            return self.fail("UNSUPPORTED_CONTENT", "the summary is not only text");
+        }
+        let summary = message
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text(text) => Some(text.text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        if summary.trim().is_empty() {
+            return self.fail("SUMMARY_EMPTY", "the summary has no text");
+        }
+        Ok(Output {
+            summary,
+            raw: serde_json::to_value(&message).unwrap_or(Value::Null),
+            usage: assembled.usage,
+            call_id,
+            provider,
+            model,
+            max_tokens,
+        })
+    }
+
+    /// CC-EXT-1: the largest candidate in consecutive balanced chunks that each fit the
+    /// summary route, summarized one by one and merged into one checkpoint. A balanced
+    /// segment that alone does not fit is never truncated into a request: it is left
+    /// out of the summary and recorded as dropped (it stays searchable in the log).
+    async fn chunked(
+        mut self,
+        view: &ccare_session::DerivedView,
+        nodes: &[RangeNode],
+        largest: &[u64],
+        before: u64,
+    ) -> Result<Committed, SummaryFailure> {
+        // Balanced segments of the candidate, in order.
+        let mut segments: Vec<Vec<u64>> = Vec::new();
+        let mut current = Vec::new();
+        let mut balance: i64 = 0;
+        for seq in largest {
+            let Some(node) = nodes.iter().find(|node| node.seq == *seq) else {
+                continue;
+            };
+            balance += i64::from(node.tool_calls) - i64::from(node.tool_results);
+            current.push(*seq);
+            if balance == 0 {
+                segments.push(std::mem::take(&mut current));
+            }
+        }
+        let mut chunks: Vec<Vec<u64>> = Vec::new();
+        let mut dropped: Vec<u64> = Vec::new();
+        let mut open: Vec<u64> = Vec::new();
+        for segment in segments {
+            let mut grown = open.clone();
+            grown.extend_from_slice(&segment);
+            if self.fits(&self.request_for(view, &grown))? {
+                open = grown;
+                continue;
+            }
+            if !open.is_empty() {
+                chunks.push(std::mem::take(&mut open));
+            }
+            if self.fits(&self.request_for(view, &segment))? {
+                open = segment;
+            } else {
+                dropped.extend(segment);
+            }
+        }
+        if !open.is_empty() {
+            chunks.push(open);
+        }
+        if chunks.is_empty() {
+            return self.abort(SummaryFailure::new(
+                "SUMMARY_INPUT_BUDGET",
+                "no part of the selection fits the summary route",
+            ));
+        }
+        let mut parts = Vec::new();
+        let mut last = None;
+        for (index, chunk) in chunks.iter().enumerate() {
+            let request = self.request_for(view, chunk);
+            match self.call(&request).await {
+                Ok(output) => {
+                    parts.push(format!(
+                        "### Part {} of {} (seq {}–{})\n{}",
+                        index + 1,
+                        chunks.len(),
+                        chunk.first().copied().unwrap_or_default(),
+                        chunk.last().copied().unwrap_or_default(),
+                        output.summary
+                    ));
+                    last = Some(output);
+                }
+                Err(failure) => return self.abort(failure),
+            }
+        }
+        let Some(mut output) = last else {
+            return self.abort(SummaryFailure::new(
+                "SUMMARY_EMPTY",
+                "no part was summarized",
+            ));
+        };
+        if !dropped.is_empty() {
+            parts.push(format!(
+                "(Left out of this summary because each was too large to summarize: seq {}. They stay in the session log; session_search finds them.)",
+                dropped.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            ));
+        }
+        output.summary = parts.join("\n\n");
+        let coverage = json!({
+            "chunks": chunks.iter().map(|chunk| json!([chunk.first(), chunk.last()])).collect::<Vec<_>>(),
+            "dropped": dropped,
+        });
+        self.commit(nodes, largest, output, before, coverage).await
+    }
+
+    /// CC-SUM-5: commits the checkpoint over `candidate` if the request gets smaller.
+    async fn commit(
+        mut self,
+        nodes: &[RangeNode],
+        candidate: &[u64],
+        output: Output,
+        before: u64,
+        coverage: Value,
+    ) -> Result<Committed, SummaryFailure> {
+        let session = self.run.session;
+        let now = session.derived_view();
+        if candidate
+            .iter()
+            .any(|seq| !now.messages.iter().any(|derived| derived.seq == *seq))
+        {
+            return self.abort(SummaryFailure::new(
+                "SUMMARY_SURFACE_CHANGED",
+                "the history changed while it was being summarized",
+            ));
+        }
+        let (Some(&start_seq), Some(&end_seq)) = (candidate.first(), candidate.last()) else {
+            return self.abort(SummaryFailure::new("SUMMARY_EMPTY", "nothing selected"));
+        };
+        let trace = json!({
+            "producer": "context-care",
+            "trigger": "summary",
+            "reason": self.run.reason,
+            "operationId": self.run.operation_id,
+            "sourceSeqs": candidate,
+            "callId": output.call_id,
+            "coverage": coverage,
+        });
+        let ledger = self
+            .care
+            .ledger
+            .current(session.id())
+            .await
+            .ok()
+            .and_then(|items| crate::ledger::render_ledger(&items));
+        let checkpoint = checkpoint_message(
+            &self.compaction_id,
+            &output.summary,
+            ledger.as_deref(),
+            trace,
+        );
+        let after = self
+            .care
+            .measure(
+                self.run.frozen,
+                now.messages
+                    .iter()
+                    .filter(|derived| derived.seq < start_seq || derived.seq > end_seq)
+                    .map(|derived| &*derived.message)
+                    .chain(std::iter::once(&checkpoint)),
+                self.run.batch.iter(),
+            )
+            .map_err(|error| SummaryFailure::new("PRICING_FAILED", error.to_string()))?
+            .load;
+        if after >= before {
+            return self.abort(SummaryFailure::new(
+                "SUMMARY_NOT_SMALLER",
+                format!(
+                    "the checkpoint would make the request {after} tokens, not less than {before}"
+                ),
+            ));
+        }
+        let shadowed_tokens: u64 = nodes
+            .iter()
+            .filter(|node| candidate.contains(&node.seq))
+            .map(|node| node.tokens)
+            .sum();
+        let summary_event = EventDraft::new(
+            ccare_core::kinds::COMPACTION_SUMMARY,
+            object(json!({
+                "compaction_id": self.compaction_id,
+                "summary": output.summary,
+                "raw_output": output.raw,
+                "usage": output.usage,
+                "provider": output.provider,
+                "model": output.model,
+                "max_tokens": output.max_tokens,
+                "llm_stream_call": true,
+                "call_id": output.call_id,
+                "shadowed_range": [start_seq, end_seq],
+                "shadowed_seqs": candidate,
+                "shadowed_tokens": shadowed_tokens,
+                "coverage": coverage,
+            })),
+        );
+        let summary_seq = match session.append(summary_event) {
+            Ok(event) => event.seq(),
+            Err(error) => return self.abort(SummaryFailure::new(error.code(), error.to_string())),
+        };
+        let start_event = session.with_log(|log| {
+            log.events()
+                .iter()
+                .rev()
+                .find(|event| event.kind() == ccare_core::kinds::COMPACTION_START)
+                .map(|event| event.seq())
+        });
+        let mut sources: Vec<u64> = start_event.into_iter().collect();
+        sources.push(summary_seq);
+        sources.extend(candidate.iter().copied());
+        let replace = match EventDraft::typed(&UserMessage {
+            message: checkpoint,
+        }) {
+            Ok(draft) => draft
+                .with_surface(SurfaceOp::Replace { start_seq, end_seq })
+                .with_sources(sources),
+            Err(error) => {
+                return self.abort(SummaryFailure::new("ENCODE_FAILED", error.to_string()));
+            }
+        };
+        let checkpoint_seq = match session.append(replace) {
+            Ok(event) => event.seq(),
+            Err(error) => return self.abort(SummaryFailure::new(error.code(), error.to_string())),
+        };
+        let end = EventDraft::typed(&CompactionEnd {
+            compaction_id: self.compaction_id.clone(),
+            error: None,
+            repair: false,
+        })
+        .map_err(|error| SummaryFailure::new("ENCODE_FAILED", error.to_string()))?;
+        session
+            .append(end)
+            .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
+        self.started = false;
+        session
+            .flush()
+            .await
+            .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
+        Ok(Committed {
+            compaction_id: self.compaction_id,
+            checkpoint_seq,
+            shadowed: candidate.to_vec(),
+            before,
+            after,
+            call_id: output.call_id,
+            usage: output.usage,
+        })
+    }
+
+    /// Closes an open transaction with the error and returns it.
+    fn abort<T>(&self, failure: SummaryFailure) -> Result<T, SummaryFailure> {
+        if self.started {
+            let end = CompactionEnd {
+                compaction_id: self.compaction_id.clone(),
+                error: Some(failure.code.clone()),
+                repair: false,
+            };
+            let session = self.run.session;
+            if let Ok(draft) = EventDraft::typed(&end)
+                && let Err(error) = session.append(draft)
+            {
+                tracing::error!(session = %session.id(), %error, "compaction/end not written");
+            }
+        }
+        Err(failure)
+    }
 }

@@ -1005,3 +1005,53 @@ async fn cc_ext_2_the_done_ledger_rides_verbatim_in_every_checkpoint() {
         "after the summary, verbatim"
     );
 }
+
+#[tokio::test]
+async fn cc_ext_1_a_selection_too_large_for_the_summary_route_is_summarized_in_chunks() {
+    use crate::rig::rig_with_tiny;
+    // The summary route s/tiny: H = 3000 − 500 = 2500. The first, ~4k-token prompt fits
+    // no summary request, so no prefix fits whole: it is dropped (never truncated) and
+    // the ~2k-token turns after it are summarized one chunk each, then merged.
+    let part = |n: usize| {
+        json!({"expect": {"purpose": "compaction"}, "text": format!("summary of part {n}")})
+            .to_string()
+    };
+    let mut script: Vec<String> = (0..4).map(|_| r#"{"text": "ok"}"#.to_owned()).collect();
+    script.push(rest_call(json!({"note": note(1200)})));
+    script.extend([part(1), part(2), part(3)]);
+    script.push(r#"{"text": "continuing"}"#.to_owned());
+    let rig = rig_with_tiny(
+        &script.join("\n"),
+        json!({"retain_tokens": 100, "summary": {"provider": "s", "model": "tiny"}}),
+        64_000,
+        3_000,
+    )
+    .await;
+    for (turn, size) in [(0, 600), (1, 300), (2, 300), (3, 300)] {
+        rig.turn(&format!("{turn} {}", lorem(size))).await;
+    }
+    rig.turn("rest now").await;
+    let summary = &rig.events("compaction/summary")[0].1;
+    let coverage = &summary["coverage"];
+    assert_eq!(
+        coverage["chunks"].as_array().unwrap().len(),
+        3,
+        "{coverage}"
+    );
+    assert!(
+        !coverage["dropped"].as_array().unwrap().is_empty(),
+        "{coverage}"
+    );
+    let text = summary["summary"].as_str().unwrap();
+    assert!(text.contains("### Part 1 of 3"), "{text}");
+    assert!(text.contains("summary of part 3"), "{text}");
+    assert!(text.contains("Left out of this summary"), "{text}");
+    let requests = rig.script.requests();
+    let summaries = requests
+        .iter()
+        .filter(|request| request.config.purpose == ccare_llm::Purpose::Compaction)
+        .count();
+    assert_eq!(summaries, 3);
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert_eq!(report["source"]["contextCareTrace"]["outcome"], "committed");
+}

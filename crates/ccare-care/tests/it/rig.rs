@@ -41,6 +41,32 @@ pub(crate) async fn rig(script: &str, config: Value, window: Option<u64>, with_r
     .await
 }
 
+/// The rig with a second model `s/tiny` of context window `tiny_window` (and 500 output
+/// tokens), e.g. a small summary route.
+pub(crate) async fn rig_with_tiny(
+    script: &str,
+    config: Value,
+    window: u64,
+    tiny_window: u64,
+) -> Rig {
+    let tiny = ModelConfig {
+        context_window: Some(tiny_window),
+        max_output_tokens: Some(500),
+        ..ModelConfig::default()
+    };
+    build(
+        tempfile::tempdir().unwrap(),
+        script,
+        config,
+        Some(window),
+        true,
+        None,
+        AgentOptions::new("s/small"),
+        vec![("s/tiny".to_owned(), tiny)],
+    )
+    .await
+}
+
 /// The rig on an existing directory, reopening `session` when given (as a new process
 /// would), with the agent's `options`.
 pub(crate) async fn rig_in(
@@ -51,6 +77,30 @@ pub(crate) async fn rig_in(
     with_route: bool,
     session: Option<&ccare_core::SessionId>,
     options: AgentOptions,
+) -> Rig {
+    build(
+        dir,
+        script,
+        config,
+        window,
+        with_route,
+        session,
+        options,
+        Vec::new(),
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn build(
+    dir: TempDir,
+    script: &str,
+    config: Value,
+    window: Option<u64>,
+    with_route: bool,
+    session: Option<&ccare_core::SessionId>,
+    options: AgentOptions,
+    models: Vec<(String, ModelConfig)>,
 ) -> Rig {
     let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
     let registry = Arc::new(Registry::with_host_defaults());
@@ -73,6 +123,9 @@ pub(crate) async fn rig_in(
             ..ModelConfig::default()
         },
     );
+    for (name, model) in models {
+        llm_config.models.insert(name, model);
+    }
     let mut llm = Llm::from_config(llm_config, &|_| None).unwrap();
     llm.insert_provider(
         "s",
