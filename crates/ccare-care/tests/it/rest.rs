@@ -1055,3 +1055,107 @@ async fn cc_ext_1_a_selection_too_large_for_the_summary_route_is_summarized_in_c
     let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
     assert_eq!(report["source"]["contextCareTrace"]["outcome"], "committed");
 }
+
+#[tokio::test]
+async fn a17_a_provider_error_on_a_requested_rest_is_r8_and_history_is_kept() {
+    let failure = json!({"expect": {"purpose": "compaction"}, "failure": {"code": "INVALID_REQUEST", "message": "bad summary request"}}).to_string();
+    let script = [
+        r#"{"text": "read it"}"#.to_owned(),
+        rest_call(json!({"note": note(1200)})),
+        failure,
+        r#"{"text": "continuing"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
+    rig.turn(&lorem(400)).await;
+    assert_eq!(
+        rig.turn("now rest").await,
+        Some(TurnEndReason::Completed),
+        "the user's turn goes on"
+    );
+    let ends = rig.events("compaction/end");
+    assert_eq!(ends.len(), 1);
+    assert_eq!(ends[0].1["error"], "INVALID_REQUEST");
+    assert!(rig.events("compaction/summary").is_empty());
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert_eq!(report["source"]["contextCareTrace"]["outcome"], "error");
+    assert!(text(&report).contains(EN_REST.outcome_error));
+}
+
+/// An inner pre-step participant that replaces the first user message whenever a rest
+/// request is in the batch (as another compactor would).
+struct InnerReplacer;
+
+impl ccare_agent::PreStepHook for InnerReplacer {
+    fn call<'a>(
+        &'a self,
+        context: &'a ccare_agent::HookContext,
+        input: ccare_agent::PreStepInput,
+        next: ccare_agent::PreStepNext<'a>,
+    ) -> ccare_agent::BoxFuture<'a, Result<ccare_agent::PreStepDecision, ccare_agent::HookError>>
+    {
+        Box::pin(async move {
+            let resting = input.messages.iter().any(|message| {
+                matches!(&message.source, Some(ccare_core::Source::Plugin(plugin)) if plugin.kind == REQUEST_SOURCE)
+            });
+            if resting {
+                let view = context.session.derived_view();
+                if let Some(first) = view.messages.first() {
+                    let replacement =
+                        ccare_core::Message::from_blocks(vec![ccare_core::ContentBlock::text(
+                            "(replaced by another compactor)",
+                        )]);
+                    let draft = ccare_core::EventDraft::typed(&ccare_core::kinds::UserMessage {
+                        message: replacement,
+                    })
+                    .unwrap()
+                    .with_surface(ccare_core::SurfaceOp::Replace {
+                        start_seq: first.seq,
+                        end_seq: first.seq,
+                    })
+                    .with_sources(vec![first.seq]);
+                    context.session.append(draft).unwrap();
+                }
+            }
+            next.run(input).await
+        })
+    }
+}
+
+impl ccare_agent::Plugin for InnerReplacer {
+    fn name(&self) -> &str {
+        "inner-replacer"
+    }
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut ccare_agent::PluginScope<'_>,
+    ) -> Result<(), String> {
+        scope.pre_step(std::sync::Arc::new(InnerReplacer), false);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a16_a_rest_after_an_inner_replacement_is_r1_with_no_compaction() {
+    let script = [
+        r#"{"text": "read it"}"#.to_owned(),
+        rest_call(json!({"note": note(1200)})),
+        r#"{"text": "continuing"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
+    rig.host.mount(&InnerReplacer, &json!({})).unwrap();
+    rig.turn(&lorem(400)).await;
+    rig.turn("now rest").await;
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert_eq!(
+        report["source"]["contextCareTrace"]["outcome"],
+        "already-reduced"
+    );
+    assert!(
+        rig.events("compaction/start").is_empty(),
+        "no extra compaction"
+    );
+    assert_eq!(rig.script.requests().len(), 3, "no summary call");
+}
