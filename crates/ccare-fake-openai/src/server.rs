@@ -85,6 +85,8 @@ struct Shared {
     requests: Mutex<Vec<RecordedRequest>>,
     n_requests: watch::Sender<usize>,
     n_responses: AtomicU64,
+    /// Script steps written to sockets by streamed replies, all requests together.
+    steps_sent: Arc<AtomicU64>,
     shutdown: watch::Receiver<bool>,
 }
 
@@ -111,6 +113,7 @@ impl FakeServer {
             requests: Mutex::new(Vec::new()),
             n_requests: watch::Sender::new(0),
             n_responses: AtomicU64::new(0),
+            steps_sent: Arc::new(AtomicU64::new(0)),
             shutdown: shutdown_rx.clone(),
         });
         let router = Router::new()
@@ -151,6 +154,12 @@ impl FakeServer {
         responder: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
     ) {
         *self.shared.responder.lock() = Some(Arc::new(responder));
+    }
+
+    /// How many script steps streamed replies have written to their sockets so far, all
+    /// requests together: a client that cancels mid-stream stops this count early.
+    pub fn steps_sent(&self) -> u64 {
+        self.shared.steps_sent.load(Ordering::SeqCst)
     }
 
     /// How many queued replies no request has taken yet.
@@ -250,7 +259,12 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
                 Some(Reply::Chunks(script)) => {
                     let meta = shared.meta(&script);
                     if wants_stream {
-                        stream_response(meta, script, shared.shutdown.clone())
+                        stream_response(
+                            meta,
+                            script,
+                            shared.shutdown.clone(),
+                            Arc::clone(&shared.steps_sent),
+                        )
                     } else {
                         complete_response(meta, script, shared.shutdown.clone()).await
                     }
@@ -365,6 +379,7 @@ struct StreamState {
     next_step_idx: usize,
     finished: bool,
     shutdown: watch::Receiver<bool>,
+    sent: Arc<AtomicU64>,
 }
 
 impl StreamState {
@@ -387,6 +402,7 @@ impl StreamState {
                 continue;
             }
             if let Some(bytes) = self.encoder.encode(step_idx, step) {
+                self.sent.fetch_add(1, Ordering::SeqCst);
                 return Some(Ok(Bytes::from(bytes)));
             }
         }
@@ -413,6 +429,7 @@ fn stream_response(
     meta: ResponseMeta,
     script: Script,
     shutdown: watch::Receiver<bool>,
+    sent: Arc<AtomicU64>,
 ) -> Response {
     let encoder = StreamEncoder::new(meta, &script);
     let state = StreamState {
@@ -421,6 +438,7 @@ fn stream_response(
         next_step_idx: 0,
         finished: false,
         shutdown,
+        sent,
     };
     let frames = futures_util::stream::unfold(state, |mut state| async move {
         let frame = state.next_frame().await?;

@@ -8,3 +8,4 @@ mod chat;
 mod cli;
 mod run;
 mod time_context;
+mod watch;

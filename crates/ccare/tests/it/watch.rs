@@ -1,0 +1,165 @@
+//! Stream watch end to end (issue 8 acceptance): the real `ccare` binary against the
+//! fake server streaming a looping reply in 1–4 character deltas, and a corpus of
+//! outputs that repeat structure legitimately and must never be stopped.
+
+use std::path::{Path, PathBuf};
+
+use ccare_fake_openai::{FakeServer, Script};
+use ccare_watch::engine::{ActionId, Frame, StreamWatch, Triggers};
+
+use crate::run::{ccare_async, text};
+
+fn write_config(dir: &Path, base_url: &str) {
+    std::fs::write(
+        dir.join("ccare.toml"),
+        format!(
+            "[agent]\nmodel = \"local/fake-model\"\n\n[providers.local]\nkind = \"openai\"\nbase_url = \"{base_url}\"\napi_key_env = \"FAKE_KEY\"\nidle_timeout_ms = 5000\n\n[models.\"local/fake-model\"]\ncontext_window = 64000\nmax_output_tokens = 1024\n\n[plugins.stream-watch]\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// `text` as a stream of 1–4 character deltas with a 1 ms pause every 8 deltas;
+/// returns the script and how many deltas it has.
+fn trickle(text: &str) -> (Script, u64) {
+    let chars: Vec<char> = text.chars().collect();
+    let mut script = Script::new();
+    let mut at = 0;
+    let mut deltas = 0u64;
+    while at < chars.len() {
+        let size = 1 + (deltas as usize % 4);
+        let end = (at + size).min(chars.len());
+        script = script.text(chars[at..end].iter().collect::<String>());
+        deltas += 1;
+        if deltas % 8 == 0 {
+            script = script.delay_ms(1);
+        }
+        at = end;
+    }
+    (script.finish("stop"), deltas)
+}
+
+fn looping() -> (Script, u64) {
+    trickle(&"same line again\n".repeat(1000))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_looping_stream_is_cut_early_kept_and_resumed_then_two_in_a_row_stop() {
+    let server = FakeServer::start().await.unwrap();
+    let (script, deltas) = looping();
+    server.push(script);
+    server.push(Script::new().text("Back on track.").finish("stop"));
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), &server.base_url());
+    let run = ccare_async(dir.path(), &["run", "--prompt", "write it", "--json"]).await;
+    assert_eq!(run.status.code(), Some(0), "{}", text(&run.stderr));
+    let sent = server.steps_sent();
+    assert!(
+        sent < deltas / 10,
+        "the stream was cut before a tenth of the reply: {sent} of {deltas} steps sent"
+    );
+    let events: Vec<serde_json::Value> = text(&run.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let answers: Vec<&serde_json::Value> = events
+        .iter()
+        .filter(|event| event["type"] == "assistant/message")
+        .collect();
+    assert_eq!(answers[0]["data"]["interrupted"], true);
+    let partial = answers[0]["data"]["message"]["content"][0]["text"]
+        .as_str()
+        .unwrap();
+    assert!(
+        partial.starts_with("same line again\n"),
+        "the visible prefix is kept"
+    );
+    let resume = events
+        .iter()
+        .find(|event| {
+            event["type"] == "user/message"
+                && event["data"]["message"]["source"]["summary"] == "Output loop aborted"
+        })
+        .expect("a resume notice");
+    assert!(
+        resume["data"]["message"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("not you, stopped the response")
+    );
+    assert_eq!(
+        answers[1]["data"]["message"]["content"][0]["text"],
+        "Back on track."
+    );
+
+    // The next turn loops twice in a row: the second stop is not resumed, and the run
+    // ends with a clear reason.
+    let id = events
+        .iter()
+        .find_map(|event| event["session"].as_str().map(str::to_owned))
+        .or_else(|| {
+            text(&run.stderr)
+                .split_whitespace()
+                .find(|word| word.len() > 20)
+                .map(str::to_owned)
+        })
+        .unwrap();
+    server.push(looping().0);
+    server.push(looping().0);
+    let again = ccare_async(dir.path(), &["run", "--session", &id, "--prompt", "again"]).await;
+    assert_eq!(again.status.code(), Some(1), "{}", text(&again.stderr));
+    let stderr = text(&again.stderr);
+    assert!(stderr.contains("output loop"), "{stderr}");
+    assert!(stderr.contains("stream-watch"), "{stderr}");
+}
+
+fn corpus() -> Vec<(PathBuf, String)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../ccare-watch/tests/corpus");
+    let mut files: Vec<(PathBuf, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| {
+            path.extension().is_some_and(|ext| ext == "md") && !path.ends_with("README.md")
+        })
+        .map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap();
+            (path, text)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn sw_6_structured_outputs_that_repeat_on_purpose_are_never_stopped() {
+    let files = corpus();
+    assert!(files.len() >= 5);
+    for (path, body) in files {
+        for scope_text in [true, false] {
+            let mut watch = StreamWatch::new(Triggers::defaults());
+            watch.observe(Frame::Start);
+            let chars: Vec<char> = body.chars().collect();
+            let mut at = 0;
+            let mut step = 0;
+            while at < chars.len() {
+                let end = (at + 1 + step % 4).min(chars.len());
+                let delta: String = chars[at..end].iter().collect();
+                let frame = if scope_text {
+                    Frame::Text(&delta)
+                } else {
+                    Frame::Reasoning(&delta)
+                };
+                for firing in watch.observe(frame) {
+                    assert!(
+                        !firing.actions.contains(&ActionId::Abort),
+                        "{} would be stopped: {:?}",
+                        path.display(),
+                        firing.evidence
+                    );
+                }
+                at = end;
+                step += 1;
+            }
+        }
+    }
+}
