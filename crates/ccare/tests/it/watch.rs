@@ -31,7 +31,7 @@ fn trickle(text: &str) -> (Script, u64) {
         let end = (at + size).min(chars.len());
         script = script.text(chars[at..end].iter().collect::<String>());
         deltas += 1;
-        if deltas % 8 == 0 {
+        if deltas.is_multiple_of(8) {
             script = script.delay_ms(1);
         }
         at = end;
