@@ -435,6 +435,42 @@ impl Triggers {
         Self(triggers.into())
     }
 
+    /// The default triggers with per-trigger overrides merged in (DESIGN.md §5
+    /// `[plugins.stream-watch] triggers = {}`): `{"line-repeat": {"detector":
+    /// {"params": {"minCount": 40}}}}` changes one threshold; an id that is not a default
+    /// trigger must be a whole trigger.
+    pub fn with_overrides(
+        overrides: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Self, TriggerError> {
+        fn merge(base: &mut serde_json::Value, patch: &serde_json::Value) {
+            match (base, patch) {
+                (serde_json::Value::Object(base), serde_json::Value::Object(patch)) => {
+                    for (key, value) in patch {
+                        merge(base.entry(key.clone()).or_insert(serde_json::Value::Null), value);
+                    }
+                }
+                (base, patch) => *base = patch.clone(),
+            }
+        }
+        let mut configs: Vec<serde_json::Value> = TriggerConfig::defaults()
+            .iter()
+            .filter_map(|config| serde_json::to_value(config).ok())
+            .collect();
+        for (id, patch) in overrides {
+            match configs.iter_mut().find(|config| config["id"] == id.as_str()) {
+                Some(config) => merge(config, patch),
+                None => {
+                    let mut config = patch.clone();
+                    if let Some(object) = config.as_object_mut() {
+                        object.insert("id".to_owned(), serde_json::Value::String(id.clone()));
+                    }
+                    configs.push(config);
+                }
+            }
+        }
+        Self::from_json(&serde_json::Value::Array(configs))
+    }
+
     /// Parses and validates a JSON array of trigger configurations.
     pub fn from_json(value: &serde_json::Value) -> Result<Self, TriggerError> {
         let configs = Vec::<TriggerConfig>::deserialize(value)

@@ -144,7 +144,9 @@ impl Plugin for StreamWatchPlugin {
             return Err(format!("unknown config {key}"));
         }
         let triggers = match table.get("triggers") {
-            Some(Value::Object(overrides)) => with_overrides(overrides)?,
+            Some(Value::Object(overrides)) => {
+                Triggers::with_overrides(overrides).map_err(|error| format!("triggers: {error}"))?
+            }
             Some(list @ Value::Array(_)) => {
                 Triggers::from_json(list).map_err(|error| format!("triggers: {error}"))?
             }
@@ -167,43 +169,6 @@ impl Plugin for StreamWatchPlugin {
         scope.observer(Arc::new(WatchHealth(watch)));
         Ok(())
     }
-}
-
-/// The default triggers with per-trigger overrides merged in (DESIGN.md §5
-/// `triggers = {}`): `[plugins.stream-watch.triggers.line-repeat.detector.params]
-/// min_count = 40` changes one threshold; an id that is not a default trigger must be
-/// a whole trigger.
-fn with_overrides(overrides: &serde_json::Map<String, Value>) -> Result<Triggers, String> {
-    fn merge(base: &mut Value, patch: &Value) {
-        match (base, patch) {
-            (Value::Object(base), Value::Object(patch)) => {
-                for (key, value) in patch {
-                    merge(base.entry(key.clone()).or_insert(Value::Null), value);
-                }
-            }
-            (base, patch) => *base = patch.clone(),
-        }
-    }
-    let mut configs: Vec<Value> = crate::engine::TriggerConfig::defaults()
-        .iter()
-        .filter_map(|config| serde_json::to_value(config).ok())
-        .collect();
-    for (id, patch) in overrides {
-        match configs
-            .iter_mut()
-            .find(|config| config["id"] == id.as_str())
-        {
-            Some(config) => merge(config, patch),
-            None => {
-                let mut config = patch.clone();
-                if let Some(object) = config.as_object_mut() {
-                    object.insert("id".to_owned(), Value::String(id.clone()));
-                }
-                configs.push(config);
-            }
-        }
-    }
-    Triggers::from_json(&Value::Array(configs)).map_err(|error| format!("triggers: {error}"))
 }
 
 fn notice_message(kind: &str, label: &str, text: String) -> Message {
