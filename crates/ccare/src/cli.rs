@@ -39,6 +39,26 @@ pub(crate) enum Command {
     /// Context care: how loaded a session is.
     #[command(subcommand)]
     Context(ContextCommand),
+    /// Stream watch: try its triggers on recorded streams.
+    #[command(subcommand)]
+    Watch(WatchCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum WatchCommand {
+    /// Runs the stream watch over a recorded stream (one delta per line:
+    /// `{"kind": "text"|"reasoning", "text": "..."}`) and prints each decision with its
+    /// offset, using the triggers of `[plugins.stream-watch]` (or the defaults).
+    Replay(ReplayArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ReplayArgs {
+    /// The recorded stream (JSONL).
+    pub(crate) file: std::path::PathBuf,
+    /// Print one JSON object per decision.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -15,6 +15,7 @@ mod llm_cmd;
 mod output;
 mod run_cmd;
 mod sessions_cmd;
+mod watch_cmd;
 
 use std::process::ExitCode;
 
@@ -146,6 +147,11 @@ fn main() -> ExitCode {
                     load_settings(cli.config.as_deref(), &home, &config::Overrides::default())?;
                 let booted = boot::boot(&settings, &home)?;
                 context_cmd::diff(&booted, &args.session, &args.op).await
+            }
+            Command::Watch(cli::WatchCommand::Replay(args)) => {
+                let settings =
+                    load_settings(cli.config.as_deref(), &home, &config::Overrides::default())?;
+                watch_cmd::replay(&settings, &args.file, args.json)
             }
             Command::Models(args) => {
                 let settings =

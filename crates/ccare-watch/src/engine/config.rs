@@ -442,11 +442,30 @@ impl Triggers {
     pub fn with_overrides(
         overrides: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Self, TriggerError> {
+        // ccare.toml writes snake_case (`min_count`); the configs are camelCase.
+        fn camel(key: &str) -> String {
+            let mut out = String::with_capacity(key.len());
+            let mut upper = false;
+            for c in key.chars() {
+                if c == '_' {
+                    upper = true;
+                } else if upper {
+                    out.extend(c.to_uppercase());
+                    upper = false;
+                } else {
+                    out.push(c);
+                }
+            }
+            out
+        }
         fn merge(base: &mut serde_json::Value, patch: &serde_json::Value) {
             match (base, patch) {
                 (serde_json::Value::Object(base), serde_json::Value::Object(patch)) => {
                     for (key, value) in patch {
-                        merge(base.entry(key.clone()).or_insert(serde_json::Value::Null), value);
+                        merge(
+                            base.entry(camel(key)).or_insert(serde_json::Value::Null),
+                            value,
+                        );
                     }
                 }
                 (base, patch) => *base = patch.clone(),

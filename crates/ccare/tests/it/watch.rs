@@ -163,3 +163,74 @@ fn sw_6_structured_outputs_that_repeat_on_purpose_are_never_stopped() {
         }
     }
 }
+
+fn ccare_sync(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_ccare"))
+        .current_dir(dir)
+        .env_remove("CCARE_CONFIG")
+        .env_remove("CCARE_HOME")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn watch_replay_prints_each_decision_with_its_offset_and_honours_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut lines = vec![
+        r#"{"kind": "reasoning", "text": "嗯，时间"}"#.to_owned(),
+        r#"{"kind": "reasoning", "text": "不够"}"#.to_owned(),
+    ];
+    for _ in 0..80 {
+        lines.push(r#"{"kind": "text", "text": "same line\n"}"#.to_owned());
+    }
+    std::fs::write(dir.path().join("stream.jsonl"), lines.join("\n")).unwrap();
+    let output = ccare_sync(dir.path(), &["watch", "replay", "stream.jsonl"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let stdout = text(&output.stdout);
+    let decisions: Vec<&str> = stdout
+        .lines()
+        .filter(|line| line.starts_with("line "))
+        .collect();
+    assert_eq!(decisions.len(), 2, "{stdout}");
+    assert!(
+        decisions[0].starts_with("line 2 offset 6: time-anxiety → notice "),
+        "{stdout}"
+    );
+    assert!(
+        decisions[1].contains("line-repeat → notice, abort, resume"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.ends_with("82 deltas, 806 UTF-16 units, 2 decision(s)\n"),
+        "{stdout}"
+    );
+
+    // A stricter threshold from ccare.toml: the loop no longer fires.
+    std::fs::write(
+        dir.path().join("ccare.toml"),
+        "[plugins.stream-watch.triggers.line-repeat.detector.params]\nmin_count = 100\nmin_run = 100\n",
+    )
+    .unwrap();
+    let output = ccare_sync(dir.path(), &["watch", "replay", "stream.jsonl", "--json"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
+    let decisions: Vec<serde_json::Value> = text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(decisions.len(), 1);
+    assert_eq!(decisions[0]["trigger"], "time-anxiety");
+
+    std::fs::write(
+        dir.path().join("bad.jsonl"),
+        "{\"kind\": \"text\", \"text\": \"a\"}\n{\"kind\": \"audio\", \"text\": \"b\"}\n",
+    )
+    .unwrap();
+    let bad = ccare_sync(dir.path(), &["watch", "replay", "bad.jsonl"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("bad.jsonl:2: kind must be text or reasoning"),
+        "{}",
+        text(&bad.stderr)
+    );
+}
