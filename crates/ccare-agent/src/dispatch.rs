@@ -54,6 +54,15 @@ fn plan(agent: &Agent, call: &ToolCallBlock) -> Planned {
     {
         return Planned::Answer(failure("INVALID_ARGUMENTS", problems));
     }
+    let gates = agent.inner.host.hooks.read().tool_gates.clone();
+    if !gates.is_empty() {
+        let context = gate_context(agent);
+        for gate in &gates {
+            if let Err(refusal) = gate.hook.before(&context, call) {
+                return Planned::Answer(Err(refusal));
+            }
+        }
+    }
     Planned::Run {
         tool,
         arguments: call.arguments.clone(),
@@ -212,6 +221,13 @@ pub(crate) async fn run_tools(
     Ok(interrupted)
 }
 
+fn gate_context(agent: &Agent) -> crate::hooks::ToolGateContext {
+    crate::hooks::ToolGateContext {
+        session: agent.inner.session.clone(),
+        inbox: crate::tool::Injector::new(agent.clone()),
+    }
+}
+
 fn answer(
     agent: &Agent,
     turn: u32,
@@ -247,6 +263,15 @@ fn answer(
         meta: None,
         repair: false,
     };
-    append(agent, typed(&result)?.with_surface(SurfaceOp::Append))?;
+    let event = append(agent, typed(&result)?.with_surface(SurfaceOp::Append))?;
+    let gates = agent.inner.host.hooks.read().tool_gates.clone();
+    if !gates.is_empty()
+        && let Some(ContentBlock::ToolResult(block)) = result.message.content.first()
+    {
+        let context = gate_context(agent);
+        for gate in &gates {
+            gate.hook.after(&context, call, block, event.seq());
+        }
+    }
     Ok(())
 }

@@ -374,6 +374,37 @@ impl SettledOutcome {
     }
 }
 
+/// What a tool gate may use: the session and the agent's inbox.
+#[derive(Clone)]
+pub struct ToolGateContext {
+    /// The agent's session.
+    pub session: Session,
+    /// The agent's durable inbox (e.g. to inject a reminder for the next step).
+    pub inbox: crate::tool::Injector,
+}
+
+/// Looks at each tool call before it runs and after its result is logged; a refusal
+/// answers the call with an error result instead of running the tool (stream watch's
+/// tool-loop guard, EX-1).
+pub trait ToolGate: Send + Sync + 'static {
+    /// `Err(failure)` answers the call with that error instead of running it.
+    fn before(
+        &self,
+        context: &ToolGateContext,
+        call: &ccare_core::ToolCallBlock,
+    ) -> Result<(), crate::tool::ToolFailure>;
+
+    /// The call's result is in the log at `seq`.
+    fn after(
+        &self,
+        _context: &ToolGateContext,
+        _call: &ccare_core::ToolCallBlock,
+        _result: &ccare_core::ToolResultBlock,
+        _seq: u64,
+    ) {
+    }
+}
+
 /// A registered hook with its owner.
 #[derive(Clone)]
 pub(crate) struct Registered<T> {
@@ -394,6 +425,7 @@ pub(crate) struct Hooks {
     pub(crate) boundary: Vec<(i32, Registered<Arc<dyn BoundaryContributor>>)>,
     pub(crate) segments: Vec<Registered<Arc<dyn RequestSegment>>>,
     pub(crate) gates: Vec<Registered<Arc<dyn RequestGate>>>,
+    pub(crate) tool_gates: Vec<Registered<Arc<dyn ToolGate>>>,
     /// How many pre-step hooks are outermost (they sit at the front, newest first).
     pub(crate) outermost: usize,
 }
@@ -428,5 +460,6 @@ impl Hooks {
         self.boundary.retain(|(_, hook)| hook.owner != owner);
         self.segments.retain(|hook| hook.owner != owner);
         self.gates.retain(|hook| hook.owner != owner);
+        self.tool_gates.retain(|hook| hook.owner != owner);
     }
 }

@@ -240,6 +240,17 @@ impl PluginScope<'_> {
         Ok(())
     }
 
+    /// Adds a tool gate: it sees every tool call before it runs (and may answer it with
+    /// an error instead) and every result after it is logged.
+    pub fn tool_gate(&mut self, gate: Arc<dyn crate::hooks::ToolGate>) {
+        let owner = self.owner.clone();
+        self.host
+            .hooks
+            .write()
+            .tool_gates
+            .push(Registered { owner, hook: gate });
+    }
+
     /// Adds an idle hook.
     pub fn idle(&mut self, hook: Arc<dyn IdleHook>) {
         let owner = self.owner.clone();

@@ -30,7 +30,7 @@ pub use hooks::{
     BoundaryContext, BoundaryContribution, BoundaryContributor, HookContext, HookError, IdleHook,
     PreStepDecision, PreStepHook, PreStepInput, PreStepNext, RequestErrorDecision,
     RequestErrorHook, RequestGate, RequestHook, RequestSegment, SettledOutcome, Settlement,
-    StreamContext, StreamObserver, StreamVerdict, TurnStoppingHook,
+    StreamContext, StreamObserver, StreamVerdict, ToolGate, ToolGateContext, TurnStoppingHook,
 };
 pub use host::{Host, HostError, Plugin, PluginScope, SystemSection};
 pub use inbox::{Entry, Target};

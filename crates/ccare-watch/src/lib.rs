@@ -13,3 +13,4 @@ pub mod engine;
 pub mod pattern;
 pub mod plugin;
 pub mod shapes;
+pub mod tool_loop;
