@@ -1,64 +1,23 @@
 //! CC-NTC-1/2: the status notice is the last message of a step's batch and is entered
 //! only when its model-visible text changed.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
-
-use std::sync::Arc;
-
-use ccare_agent::{Agent, AgentOptions, Host};
-use ccare_care::{ContextCare, RouteSnapshot, STATE_SOURCE};
+use ccare_care::STATE_SOURCE;
 use ccare_core::kinds::TurnEndReason;
-use ccare_core::{ContentBlock, Source, SystemClock};
-use ccare_llm::script::ScriptProvider;
-use ccare_llm::{Llm, LlmConfig, ModelConfig, ProviderConfig, ProviderKind};
-use ccare_session::{Registry, Sessions, SessionsConfig};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_core::{ContentBlock, Source};
 use serde_json::{Value, json};
+
+use crate::rig::rig;
 
 #[tokio::test]
 async fn cc_ntc_1_the_notice_ends_the_batch_and_cc_ntc_2_is_not_repeated_unchanged() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let script = ScriptProvider::from_jsonl("{\"text\": \"one\"}\n{\"text\": \"two\"}").unwrap();
-    let mut llm_config = LlmConfig::default();
-    llm_config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    llm_config.models.insert(
-        "s/small".into(),
-        ModelConfig {
-            context_window: Some(16_000),
-            max_output_tokens: Some(1_000),
-            ..ModelConfig::default()
-        },
-    );
-    let mut llm = Llm::from_config(llm_config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script.clone()),
-    );
-    let route = llm.route("s/small").unwrap();
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
-    host.mount(
-        &ContextCare::default().with_route(RouteSnapshot::of(&route)),
-        &json!({}),
+    let rig = rig(
+        "{\"text\": \"one\"}\n{\"text\": \"two\"}",
+        json!({}),
+        Some(16_000),
+        true,
     )
-    .unwrap();
-    let session = sessions.create(None, Default::default()).await.unwrap();
-    let agent = Agent::new(
-        host,
-        session.clone(),
-        Arc::new(SystemClock),
-        AgentOptions::new("s/small"),
-    );
+    .await;
+    let (agent, session, script) = (&rig.agent, &rig.session, &rig.script);
     agent.prompt("first");
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
     agent.prompt("second");
