@@ -119,3 +119,56 @@ fn last_1000_deltas(bencher: Bencher) {
         .with_inputs(|| PREFED.clone())
         .bench_local_refs(|watch| feed(watch, deltas));
 }
+
+/// Issue 8: the cost per delta must not depend on how much was generated. 1 000 deltas
+/// are timed after 1 KB and after 1 MB of output have gone through the same watch
+/// (reported as ns/delta; target ratio ≤ 1.3).
+static LONG: LazyLock<Vec<Delta>> = LazyLock::new(|| {
+    let mut deltas = Vec::new();
+    let mut units = 0usize;
+    while units < 1_048_576 + 4 * SLICE {
+        for delta in REPLY.iter() {
+            units += delta.text.encode_utf16().count();
+            deltas.push(Delta {
+                reasoning: delta.reasoning,
+                text: delta.text.clone(),
+            });
+        }
+    }
+    deltas
+});
+
+/// How many of the long reply's deltas make up `units` UTF-16 units.
+fn prefix_for(units: usize) -> usize {
+    let mut seen = 0;
+    for (index, delta) in LONG.iter().enumerate() {
+        if seen >= units {
+            return index;
+        }
+        seen += delta.text.encode_utf16().count();
+    }
+    LONG.len()
+}
+
+fn after(bencher: Bencher, units: usize) {
+    let start = prefix_for(units);
+    let mut prefed = started();
+    feed(&mut prefed, &LONG[..start]);
+    let deltas = &LONG[start..start + SLICE];
+    bencher
+        .counter(ItemsCount::new(SLICE))
+        .with_inputs(|| prefed.clone())
+        .bench_local_refs(|watch| feed(watch, deltas));
+}
+
+/// 1 000 deltas after 1 KB of output.
+#[divan::bench]
+fn deltas_after_1kb(bencher: Bencher) {
+    after(bencher, 1_024);
+}
+
+/// 1 000 deltas after 1 MB of output.
+#[divan::bench]
+fn deltas_after_1mb(bencher: Bencher) {
+    after(bencher, 1_048_576);
+}
