@@ -9,6 +9,7 @@
 //! - [`plugin`]: the `stream-watch` plugin that wires the stream watch and the loop
 //!   shapes into the agent (the only module that knows host types).
 
+pub mod completion;
 pub mod engine;
 pub mod pattern;
 pub mod plugin;

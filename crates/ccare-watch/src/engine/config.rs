@@ -476,7 +476,10 @@ impl Triggers {
             .filter_map(|config| serde_json::to_value(config).ok())
             .collect();
         for (id, patch) in overrides {
-            match configs.iter_mut().find(|config| config["id"] == id.as_str()) {
+            match configs
+                .iter_mut()
+                .find(|config| config["id"] == id.as_str())
+            {
                 Some(config) => merge(config, patch),
                 None => {
                     let mut config = patch.clone();

@@ -13,10 +13,15 @@
 //!   loop notice.
 //! - An observer resets the count on a healthy output (a committed, non-interrupted
 //!   answer whose attempt had no abort).
+//! - A tool gate reminds the model of, then stops, a tool called again and again with
+//!   the same arguments and the same result (EX-1, [`tool_loop`]).
 //! - Every behaviour is switchable per session through the controls store (source
 //!   `stream-watch`, RC-1).
 
+pub mod completion;
+pub mod prompts;
 mod texts;
+pub mod tool_loop;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -72,6 +77,7 @@ pub fn watch_catalog() -> ControlSource {
         ControlRule::new("loop-filler-lines", vec![notice(), clean()]),
         ControlRule::new("loop-line-cycle", vec![notice()]),
         ControlRule::new("loop-prefix-monotony", vec![notice()]),
+        ControlRule::new("tool-loop", vec![notice(), ControlAction::new("stop")]),
     ];
     ControlSource {
         plugin: Some(SOURCE.to_owned()),
@@ -140,7 +146,12 @@ impl Plugin for StreamWatchPlugin {
         let Some(table) = config.as_object() else {
             return Err(format!("the table must be an object, got {config}"));
         };
-        if let Some(key) = table.keys().find(|key| key.as_str() != "triggers") {
+        if let Some(key) = table.keys().find(|key| {
+            !matches!(
+                key.as_str(),
+                "triggers" | "completion" | "tool_loop" | prompts::CONFIG_KEY
+            )
+        }) {
             return Err(format!("unknown config {key}"));
         }
         let triggers = match table.get("triggers") {
@@ -157,6 +168,14 @@ impl Plugin for StreamWatchPlugin {
             }
             None => Triggers::defaults(),
         };
+        let prompt_rules = prompts::parse_prompt_rules(table.get(prompts::CONFIG_KEY))
+            .map_err(|error| error.to_string())?;
+        let tool_loop: crate::tool_loop::ToolLoopConfig = match table.get("tool_loop") {
+            Some(value) => serde_json::from_value(value.clone())
+                .map_err(|error| format!("tool_loop: {error}"))?,
+            None => crate::tool_loop::ToolLoopConfig::default(),
+        };
+        tool_loop.validate()?;
         scope.control_source(watch_catalog())?;
         let watch = Arc::new(Watch {
             triggers,
@@ -166,7 +185,15 @@ impl Plugin for StreamWatchPlugin {
         });
         scope.stream(Arc::new(WatchStream(Arc::clone(&watch))));
         scope.pre_step(Arc::new(WatchPreStep(Arc::clone(&watch))), false);
+        scope.tool_gate(Arc::new(tool_loop::ToolLoopGate {
+            config: tool_loop,
+            locale: self.locale,
+            controls: watch.controls.clone(),
+            sessions: Mutex::new(HashMap::new()),
+        }));
         scope.observer(Arc::new(WatchHealth(watch)));
+        prompts::register(prompt_rules, scope)?;
+        completion::mount(table.get("completion"), self.locale, scope)?;
         Ok(())
     }
 }

@@ -3,11 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod completion;
 mod config;
 mod detectors;
 mod firing;
 mod plugin;
 mod policy;
+mod prompts;
 mod props;
 mod shapes;
 mod view;

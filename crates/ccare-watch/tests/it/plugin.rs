@@ -281,11 +281,83 @@ async fn sw_5_a_trigger_override_changes_one_threshold_and_bad_ones_are_load_err
             .unwrap_err();
     assert!(error.starts_with("stream-watch: triggers: "), "{error}");
     assert_eq!(
-        mount(json!({"tool_loop": {}})).unwrap_err(),
-        "stream-watch: unknown config tool_loop"
+        mount(json!({"bogus": {}})).unwrap_err(),
+        "stream-watch: unknown config bogus"
     );
     // Stricter thresholds: 80 repeated lines no longer stop the output.
     mount(json!({"triggers": {"line-repeat": {"detector": {"params": {"minRun": 200, "minCount": 200}}}}})).unwrap();
     assert_eq!(rig.turn("go").await, Some(TurnEndReason::Completed));
     assert_ne!(rig.events("assistant/message")[0]["interrupted"], true);
+}
+
+/// A tool that always answers the same.
+struct Same;
+
+impl ccare_agent::Tool for Same {
+    fn def(&self) -> &ccare_agent::ToolDef {
+        static DEF: std::sync::OnceLock<ccare_agent::ToolDef> = std::sync::OnceLock::new();
+        DEF.get_or_init(|| ccare_agent::ToolDef {
+            spec: ccare_llm::ToolSpec {
+                name: "status".to_owned(),
+                description: "build status".to_owned(),
+                input_schema: json!({"type": "object"}),
+            },
+            concurrency: ccare_agent::Concurrency::ParallelSafe,
+            timeout_ms: None,
+            validates_own_arguments: false,
+        })
+    }
+    fn call(
+        &self,
+        _context: ccare_agent::ToolContext,
+        _arguments: Value,
+    ) -> ccare_agent::BoxFuture<'static, ccare_agent::ToolOutcome> {
+        Box::pin(async { Ok(vec![ccare_core::ContentBlock::text("build: pending")]) })
+    }
+}
+
+#[tokio::test]
+async fn ex_1_the_same_call_with_the_same_result_is_reminded_then_stopped() {
+    let call = json!({"tool_calls": [{"name": "status", "arguments": {"job": 7}}]});
+    let rig = rig(&[
+        call.clone(),
+        call.clone(),
+        call.clone(),
+        call.clone(),
+        call.clone(),
+        json!({"text": "I will wait for the build instead."}),
+    ])
+    .await;
+    rig.host.add_tool(Arc::new(Same)).unwrap();
+    assert_eq!(
+        rig.turn("check the build").await,
+        Some(TurnEndReason::Completed)
+    );
+    let results: Vec<Value> = rig
+        .events("tool/result")
+        .into_iter()
+        .map(|data| data["message"]["content"][0].clone())
+        .collect();
+    assert_eq!(results.len(), 5);
+    assert!(results[..4].iter().all(|result| result["is_error"] != true));
+    let stopped = results[4]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        stopped.starts_with("TOOL_LOOP_STOPPED: context-care did not run this call"),
+        "{stopped}"
+    );
+    assert!(stopped.contains("4 times in a row"), "{stopped}");
+    let reminders = rig.notices("Tool loop detected");
+    assert_eq!(
+        reminders.len(),
+        1,
+        "reminded once, after the third identical pair"
+    );
+    assert!(
+        reminders[0]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("3 times in a row")
+    );
+    // Tool calls markers: the refused call never ran (no tool/call marker for it).
+    assert_eq!(rig.events("tool/call").len(), 4);
 }

@@ -1,0 +1,645 @@
+//! The completion observer (spec watch-rules-ui.md §5, CO-1 .. CO-7): when a reply
+//! uses completion wording ("All done.", "任务完成"), the next conversation request on
+//! the same route carries a calm, request-only observation (MV-DONE) that asks the
+//! model to check the scope against the request and continue any authorised work.
+//!
+//! # One path for the live case and the restart (CO-5, CO-7)
+//!
+//! Everything runs in a pre-step hook, before each request, over the session log
+//! above the session's processed watermark:
+//! - `assistant/attempt` (no output) and interrupted `assistant/message` → recover;
+//! - a committed, non-interrupted `assistant/message` → its text blocks (never
+//!   reasoning or tool calls), unavailable over `max_observed_chars`, else CO-1 →
+//!   observe → (its write acknowledged) settle → publish the notice;
+//! - a message whose occurrence is already the state's `completedOccurrenceId` (settled,
+//!   then a crash before the notice was written) → publish only; publishing is
+//!   idempotent (one notice per (session, eventSeq)).
+//!
+//! Every write is awaited before the next step, and the watermark is written last, so a
+//! crash anywhere replays the same transitions (CO-4 makes them idempotent). The log
+//! is the only input: a committed non-interrupted message is by construction a
+//! dispatched, completed request at that `eventSeq`, so no other plugin's journal is
+//! read (DESIGN.md §3). The clock of each transition is the event's own time, so the
+//! cooldown measures the time between replies, whenever they are processed. Storage
+//! errors fail the hook (the turn ends `HOOK_FAILED` naming the plugin); nothing falls
+//! back to memory.
+//!
+//! # Delivery (CO-6)
+//!
+//! A request segment adds the newest eligible notice of the session for the request's
+//! exact route (read by a request hook from the call being prepared) as segment
+//! `completion-observation` v1. `reserve` counts a delivery (`delivery-unknown`),
+//! `release` restores the notice, `dispatched` marks it `dispatched` and supersedes the
+//! session's other open notices. These callbacks are synchronous, so their writes are
+//! queued; a failure is reported by the next pre-step.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use ccare_agent::controls::{ControlAction, ControlRule, ControlSource, Controls};
+use ccare_agent::domains::{Domain, DomainError, DomainSpec, PluginDomains, TableSpec};
+use ccare_agent::{
+    BoxFuture, HookContext, HookError, PluginScope, PreStepDecision, PreStepHook, PreStepInput,
+    PreStepNext, RequestHook, RequestSegment,
+};
+use ccare_core::kinds::{ASSISTANT_ATTEMPT, ASSISTANT_MESSAGE, AssistantMessage};
+use ccare_core::{ContentBlock, Extra, Locale, Message, PluginSource, SessionId, Source};
+use ccare_llm::{CallConfig, Llm, Purpose};
+use ccare_session::Session;
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use crate::completion::{
+    CompletionConfig, CompletionNotice, CompletionState, NoticeStatus, ObserveOutcome,
+    PendingCompletion, SOURCE_ASSISTANT, SettleOutcome, committed_occurrence, detect_completion,
+    newest_eligible, notice_key, state_key,
+};
+
+/// The controls source of the observer (CO-2; the spec's `{CARE}:completion`, named
+/// after this plugin like the watch's own source).
+pub const SOURCE_ID: &str = "stream-watch:completion";
+/// The observer's one rule.
+pub const RULE: &str = "completion";
+/// The rule's one action: send the observation.
+pub const ACTION: &str = "notice";
+/// The storage domain of the per-(session, source) state (CO-3).
+pub const STATE_DOMAIN: &str = "context_care_completion";
+/// The state table.
+pub const STATE_TABLE: &str = "state";
+/// The storage domain of the outbox (CO-6).
+pub const NOTICES_DOMAIN: &str = "context_care_completion_notices";
+/// The outbox table: one notice per (session, eventSeq).
+pub const NOTICES_TABLE: &str = "notices";
+/// The processed watermarks, one per session: `{sessionId, seq}`, the highest seq
+/// processed.
+pub const WATERMARKS_TABLE: &str = "watermarks";
+/// The segment id of the notice (CO-6).
+pub const SEGMENT_ID: &str = "completion-observation";
+/// The segment version (CO-6).
+pub const SEGMENT_VERSION: u32 = 1;
+/// The source kind of the request-only notice.
+pub const NOTICE_KIND: &str = "plugin:context-care:completion";
+/// The notice's label (its `summary`).
+pub const LABEL_DONE: &str = "Completion wording observed";
+
+/// The controls catalog of the observer: rule `completion`, action `notice`, on by
+/// default when `notifications` is set (CO-2).
+pub fn completion_catalog(config: &CompletionConfig) -> ControlSource {
+    let notice = ControlAction {
+        default_enabled: config.notifications,
+        ..ControlAction::new(ACTION)
+    };
+    ControlSource::new(SOURCE_ID, vec![ControlRule::new(RULE, vec![notice])])
+}
+
+/// MV-DONE(label): the last output used completion wording; this observes wording
+/// only; check the scope against the request, deliverables and verification records;
+/// continue authorised work that remains. Calm (GEN-3), wrapped in `<context-care>`.
+pub fn done_notice(locale: Locale, label: &str) -> String {
+    let lines = match locale {
+        Locale::En => [
+            format!(
+                "context-care observed that your last reply used completion wording such as \"{label}\". This is an observation of wording only, not a judgement of the work."
+            ),
+            "Check the scope against the request, the deliverables and the verification records."
+                .to_owned(),
+            "If authorised work remains, continue it; if everything is in place, say so briefly."
+                .to_owned(),
+        ],
+        Locale::Zh => [
+            format!(
+                "context-care 注意到你上一条回复使用了完成类措辞，例如“{label}”。这只是对措辞的观察，并不评判工作本身。"
+            ),
+            "请对照请求、交付物和验证记录核对范围。".to_owned(),
+            "如果仍有已获授权的工作未完成，请继续；如果都已就绪，简要说明即可。".to_owned(),
+        ],
+    };
+    format!("<context-care>\n{}\n</context-care>", lines.join("\n"))
+}
+
+/// Mounts the observer with the `completion` table of the plugin config (absent: the
+/// spec's defaults).
+pub(crate) fn mount(
+    config: Option<&Value>,
+    locale: Locale,
+    scope: &mut PluginScope<'_>,
+) -> Result<(), String> {
+    let config = match config {
+        Some(table) => CompletionConfig::from_json(table).map_err(|error| error.to_string())?,
+        None => CompletionConfig::default(),
+    };
+    scope.control_source(completion_catalog(&config))?;
+    let observer = Arc::new(Observer {
+        config,
+        locale,
+        controls: scope.controls(),
+        llm: scope.llm(),
+        domains: scope.domains(),
+        stores: OnceCell::new(),
+        sessions: Mutex::new(HashMap::new()),
+        reservations: Mutex::new(HashMap::new()),
+        failures: Mutex::new(Vec::new()),
+    });
+    scope.pre_step(Arc::new(CatchUp(Arc::clone(&observer))), false);
+    scope.request(Arc::new(RequestRoute(Arc::clone(&observer))));
+    scope.request_segment(Arc::new(Outbox(observer)));
+    Ok(())
+}
+
+/// Why the observer could not process a session.
+#[derive(Debug, thiserror::Error)]
+enum CompletionError {
+    /// A storage domain failed.
+    #[error(transparent)]
+    Domain(#[from] DomainError),
+    /// A stored record does not decode.
+    #[error("{domain}: record {key} is corrupt: {detail}")]
+    Corrupt {
+        domain: &'static str,
+        key: String,
+        detail: String,
+    },
+}
+
+/// The two open domains.
+struct Stores {
+    state: Domain,
+    notices: Domain,
+}
+
+/// A reservation of a notice for one call, with what `release` restores.
+struct Reservation {
+    session: SessionId,
+    key: String,
+    status: NoticeStatus,
+    deliveries: u32,
+}
+
+/// Per session: the route of the request being prepared, and a lock that keeps two
+/// catch-ups of one session apart.
+#[derive(Default)]
+struct SessionEntry {
+    route: Option<String>,
+    lock: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// The shared state of a mounted observer.
+struct Observer {
+    config: CompletionConfig,
+    locale: Locale,
+    controls: Controls,
+    llm: Arc<Llm>,
+    domains: PluginDomains,
+    stores: OnceCell<Stores>,
+    sessions: Mutex<HashMap<SessionId, SessionEntry>>,
+    reservations: Mutex<HashMap<String, Reservation>>,
+    /// Write errors of the synchronous delivery callbacks, reported by the next
+    /// pre-step.
+    failures: Mutex<Vec<DomainError>>,
+}
+
+/// One event the observer acts on.
+enum Work {
+    /// No committed output, or an interrupted one: recover.
+    Recover,
+    /// A committed, non-interrupted reply.
+    Reply {
+        seq: u64,
+        time_ms: i64,
+        route: String,
+        text: String,
+    },
+}
+
+fn decode<T: serde::de::DeserializeOwned>(
+    domain: &'static str,
+    key: &str,
+    value: &Value,
+) -> Result<T, CompletionError> {
+    serde_json::from_value(value.clone()).map_err(|error| CompletionError::Corrupt {
+        domain,
+        key: key.to_owned(),
+        detail: error.to_string(),
+    })
+}
+
+fn encode<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// The text blocks of a reply joined by a blank line; reasoning and tool calls never
+/// count (CO-1, CO-5).
+fn reply_text(message: &Message) -> String {
+    message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n\n")
+}
+
+impl Observer {
+    fn enabled(&self, session: &SessionId) -> bool {
+        self.controls
+            .decide(session, SOURCE_ID, RULE, ACTION)
+            .is_enabled()
+    }
+
+    async fn open(&self) -> Result<&Stores, DomainError> {
+        self.stores
+            .get_or_try_init(|| async {
+                let state = self
+                    .domains
+                    .open(DomainSpec::new(STATE_DOMAIN, 1).table(TableSpec::new(STATE_TABLE)))
+                    .await?;
+                let notices = self
+                    .domains
+                    .open(
+                        DomainSpec::new(NOTICES_DOMAIN, 1)
+                            .table(TableSpec::new(NOTICES_TABLE))
+                            .table(TableSpec::new(WATERMARKS_TABLE)),
+                    )
+                    .await?;
+                Ok(Stores { state, notices })
+            })
+            .await
+    }
+
+    /// Processes the session's log above its watermark (CO-5, CO-7), then writes the
+    /// new watermark. Reports write failures of earlier deliveries first.
+    async fn catch_up(&self, session: &Session) -> Result<(), CompletionError> {
+        let stores = self.open().await?;
+        let failure = self.failures.lock().drain(..).next();
+        if let Some(failure) = failure {
+            return Err(failure.into());
+        }
+        stores.notices.flush(None).await?;
+        stores.state.flush(None).await?;
+        let id = session.id();
+        let lock = Arc::clone(&self.sessions.lock().entry(id.clone()).or_default().lock);
+        let _serial = lock.lock().await;
+        let watermarks = stores.notices.table(WATERMARKS_TABLE)?;
+        let watermark_key = state_key(id.as_str(), SOURCE_ASSISTANT);
+        let watermark = watermarks
+            .get(&watermark_key)
+            .and_then(|record| record.get("seq").and_then(Value::as_i64))
+            .unwrap_or(-1);
+        let start = usize::try_from(watermark.saturating_add(1)).unwrap_or(0);
+        let (head, work) = session.with_log(|log| {
+            let events = log.events();
+            let work: Vec<Work> = events
+                .get(start..)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|event| match event.kind() {
+                    ASSISTANT_ATTEMPT => Some(Work::Recover),
+                    ASSISTANT_MESSAGE => {
+                        let reply = event.decode::<AssistantMessage>().ok()?;
+                        Some(if reply.interrupted {
+                            Work::Recover
+                        } else {
+                            Work::Reply {
+                                seq: event.seq(),
+                                time_ms: event.time_ms(),
+                                route: format!("{}/{}", reply.provider, reply.model),
+                                text: reply_text(&reply.message),
+                            }
+                        })
+                    }
+                    _ => None,
+                })
+                .collect();
+            (log.head(), work)
+        });
+        if i64::try_from(head).unwrap_or(i64::MAX) <= watermark.saturating_add(1) {
+            return Ok(());
+        }
+        for item in work {
+            self.process(stores, id, item).await?;
+        }
+        let processed = i64::try_from(head).unwrap_or(i64::MAX) - 1;
+        if processed > watermark {
+            watermarks
+                .put(
+                    &watermark_key,
+                    json!({"sessionId": id.as_str(), "seq": processed}),
+                )?
+                .await?;
+        }
+        Ok(())
+    }
+
+    fn state(&self, stores: &Stores, key: &str) -> Result<CompletionState, CompletionError> {
+        match stores.state.table(STATE_TABLE)?.get(key) {
+            Some(record) => decode(STATE_DOMAIN, key, &record),
+            None => Ok(CompletionState::default()),
+        }
+    }
+
+    async fn save(
+        &self,
+        stores: &Stores,
+        key: &str,
+        state: &CompletionState,
+    ) -> Result<(), CompletionError> {
+        stores
+            .state
+            .table(STATE_TABLE)?
+            .put(key, encode(state))?
+            .await?;
+        Ok(())
+    }
+
+    /// One event's transitions (CO-4, CO-5, CO-7).
+    async fn process(
+        &self,
+        stores: &Stores,
+        session: &SessionId,
+        work: Work,
+    ) -> Result<ObserveOutcome, CompletionError> {
+        let key = state_key(session.as_str(), SOURCE_ASSISTANT);
+        let mut state = self.state(stores, &key)?;
+        let Work::Reply {
+            seq,
+            time_ms,
+            route,
+            text,
+        } = work
+        else {
+            if state.recover() {
+                self.save(stores, &key, &state).await?;
+            }
+            return Ok(ObserveOutcome::Ignored);
+        };
+        if text.encode_utf16().count() > self.config.max_observed_chars {
+            if state.recover() {
+                self.save(stores, &key, &state).await?;
+            }
+            return Ok(ObserveOutcome::Unavailable);
+        }
+        let occurrence = committed_occurrence(seq);
+        let candidate =
+            detect_completion(&text).map(|found| PendingCompletion::committed(seq, found));
+        if state.completed_occurrence_id.as_deref() == Some(occurrence.as_str()) {
+            // Settled before a crash, the notice maybe not written: publish again.
+            if let Some(completion) = candidate {
+                self.publish(stores, session, seq, &route, &completion)
+                    .await?;
+            }
+            return Ok(ObserveOutcome::Pending { changed: false });
+        }
+        let since = self.controls.since_seq(session, SOURCE_ID, RULE);
+        if !self.enabled(session) || i64::try_from(seq).unwrap_or(i64::MAX) <= since {
+            return Ok(ObserveOutcome::Disabled);
+        }
+        let outcome = state.observe(candidate, time_ms);
+        let ObserveOutcome::Pending { changed } = outcome else {
+            return Ok(outcome);
+        };
+        if changed {
+            self.save(stores, &key, &state).await?;
+        }
+        if let SettleOutcome::Completed(completion) =
+            state.settle(&occurrence, time_ms, self.config.cooldown_ms)
+        {
+            self.save(stores, &key, &state).await?;
+            self.publish(stores, session, seq, &route, &completion)
+                .await?;
+        }
+        Ok(outcome)
+    }
+
+    /// Writes the notice of a completed output unless it exists (CO-6).
+    async fn publish(
+        &self,
+        stores: &Stores,
+        session: &SessionId,
+        seq: u64,
+        route: &str,
+        completion: &PendingCompletion,
+    ) -> Result<(), CompletionError> {
+        let notices = stores.notices.table(NOTICES_TABLE)?;
+        let key = notice_key(session.as_str(), seq);
+        if notices.get(&key).is_some() {
+            return Ok(());
+        }
+        let notice = CompletionNotice::publish(
+            session.as_str(),
+            seq,
+            route,
+            completion,
+            self.config.max_deliveries,
+        );
+        notices.put(&key, encode(&notice))?.await?;
+        Ok(())
+    }
+
+    /// The session's notices, as stored (undecodable ones are skipped here; the
+    /// catch-up reports corrupt state records).
+    fn notices(&self, session: &SessionId) -> Vec<(String, CompletionNotice)> {
+        let Some(stores) = self.stores.get() else {
+            return Vec::new();
+        };
+        let Ok(table) = stores.notices.table(NOTICES_TABLE) else {
+            return Vec::new();
+        };
+        table
+            .entries("")
+            .into_iter()
+            .filter(|(_, record)| {
+                record.get("sessionId").and_then(Value::as_str) == Some(session.as_str())
+            })
+            .filter_map(|(key, record)| {
+                serde_json::from_value::<CompletionNotice>(record.as_ref().clone())
+                    .ok()
+                    .map(|notice| (key, notice))
+            })
+            .collect()
+    }
+
+    /// The route of the request being prepared, else the route of the last reply.
+    fn route(&self, context: &HookContext) -> Option<String> {
+        let id = context.session.id();
+        if let Some(route) = self
+            .sessions
+            .lock()
+            .get(id)
+            .and_then(|entry| entry.route.clone())
+        {
+            return Some(route);
+        }
+        context.session.with_log(|log| {
+            log.events()
+                .iter()
+                .rev()
+                .filter(|event| event.kind() == ASSISTANT_MESSAGE)
+                .find_map(|event| event.decode::<AssistantMessage>().ok())
+                .map(|reply| format!("{}/{}", reply.provider, reply.model))
+        })
+    }
+
+    /// The notice a request now would carry, with its key.
+    fn collect(&self, context: &HookContext) -> Option<(String, CompletionNotice)> {
+        let session = context.session.id();
+        if !self.enabled(session) {
+            return None;
+        }
+        let route = self.route(context)?;
+        newest_eligible(self.notices(session), &route)
+    }
+
+    fn message(&self, notice: &CompletionNotice) -> Message {
+        let mut extra = Extra::new();
+        extra.insert("segment".to_owned(), json!(SEGMENT_ID));
+        extra.insert("segmentVersion".to_owned(), json!(SEGMENT_VERSION));
+        extra.insert("eventSeq".to_owned(), json!(notice.event_seq));
+        let mut message = Message::from_blocks(vec![ContentBlock::text(done_notice(
+            self.locale,
+            &notice.label,
+        ))]);
+        message.source = Some(Source::Plugin(Box::new(PluginSource {
+            kind: NOTICE_KIND.to_owned(),
+            plugin: Some(super::SOURCE.to_owned()),
+            form: Some("notice".to_owned()),
+            summary: Some(LABEL_DONE.to_owned()),
+            sections: None,
+            extra,
+        })));
+        message
+    }
+
+    /// Queues `edit` over a stored notice; a queueing error is kept for the next
+    /// pre-step.
+    fn edit_notice(&self, key: &str, mut edit: impl FnMut(&mut CompletionNotice) + Send + 'static) {
+        let Some(stores) = self.stores.get() else {
+            return;
+        };
+        let queued = stores.notices.table(NOTICES_TABLE).and_then(|table| {
+            table.update(key, move |current| {
+                let current = current?;
+                let Ok(mut notice) = serde_json::from_value::<CompletionNotice>(current.clone())
+                else {
+                    return Some(current.clone());
+                };
+                edit(&mut notice);
+                Some(encode(&notice))
+            })
+        });
+        if let Err(error) = queued {
+            self.failures.lock().push(error);
+        }
+    }
+}
+
+/// The pre-step hook: catches the session up before its request.
+struct CatchUp(Arc<Observer>);
+
+impl PreStepHook for CatchUp {
+    fn call<'a>(
+        &'a self,
+        context: &'a HookContext,
+        input: PreStepInput,
+        next: PreStepNext<'a>,
+    ) -> BoxFuture<'a, Result<PreStepDecision, HookError>> {
+        Box::pin(async move {
+            self.0
+                .catch_up(&context.session)
+                .await
+                .map_err(|error| HookError::new(format!("completion observer: {error}")))?;
+            next.run(input).await
+        })
+    }
+}
+
+/// The request hook: notes the exact route of the conversation request being
+/// prepared, which the segment's `reserve` delivers for. It edits nothing.
+struct RequestRoute(Arc<Observer>);
+
+impl RequestHook for RequestRoute {
+    fn edit(&self, context: &HookContext, config: &mut CallConfig) -> Result<(), HookError> {
+        let route = (config.purpose == Purpose::Conversation).then(|| {
+            self.0.llm.route(&config.model).map_or_else(
+                |_| config.model.clone(),
+                |route| format!("{}/{}", route.provider, route.model),
+            )
+        });
+        self.0
+            .sessions
+            .lock()
+            .entry(context.session.id().clone())
+            .or_default()
+            .route = route;
+        Ok(())
+    }
+}
+
+/// The request segment: the outbox's delivery (CO-6).
+struct Outbox(Arc<Observer>);
+
+impl RequestSegment for Outbox {
+    fn preview(&self, context: &HookContext) -> Vec<Message> {
+        self.0
+            .collect(context)
+            .map(|(_, notice)| vec![self.0.message(&notice)])
+            .unwrap_or_default()
+    }
+
+    fn reserve(&self, context: &HookContext, call_id: &str) -> Vec<Message> {
+        let Some((key, notice)) = self.0.collect(context) else {
+            return Vec::new();
+        };
+        let (status, deliveries) = (notice.status, notice.deliveries);
+        self.0.edit_notice(&key, |notice| {
+            if notice.is_open() && notice.deliveries < notice.max_deliveries {
+                notice.reserve();
+            }
+        });
+        self.0.reservations.lock().insert(
+            call_id.to_owned(),
+            Reservation {
+                session: context.session.id().clone(),
+                key,
+                status,
+                deliveries,
+            },
+        );
+        vec![self.0.message(&notice)]
+    }
+
+    fn dispatched(&self, _context: &HookContext, call_id: &str) {
+        let Some(reservation) = self.0.reservations.lock().remove(call_id) else {
+            return;
+        };
+        self.0.edit_notice(&reservation.key, |notice| {
+            notice.status = NoticeStatus::Dispatched;
+        });
+        for (key, notice) in self.0.notices(&reservation.session) {
+            if key != reservation.key && notice.is_open() {
+                self.0.edit_notice(&key, |notice| {
+                    if notice.is_open() {
+                        notice.status = NoticeStatus::Superseded;
+                    }
+                });
+            }
+        }
+    }
+
+    fn release(&self, _context: &HookContext, call_id: &str) {
+        let Some(reservation) = self.0.reservations.lock().remove(call_id) else {
+            return;
+        };
+        let (status, deliveries) = (reservation.status, reservation.deliveries);
+        self.0.edit_notice(&reservation.key, move |notice| {
+            if notice.status == NoticeStatus::DeliveryUnknown
+                && notice.deliveries == deliveries.saturating_add(1)
+            {
+                notice.status = status;
+                notice.deliveries = deliveries;
+            }
+        });
+    }
+}
