@@ -343,6 +343,7 @@ async fn request_step(
 ) -> StepResult<(Message, Finish)> {
     let max_retries = agent.inner.options.lock().max_request_retries;
     let mut attempt = 0u32;
+    let mut control_changes = 0u32;
     loop {
         attempt += 1;
         let mut config = build_call(agent);
@@ -364,6 +365,10 @@ async fn request_step(
                 }));
             }
         };
+        // RC-8: the controls epoch this request is prepared under, rechecked before the
+        // stream starts.
+        let controls = &agent.inner.host.controls;
+        let epoch = controls.epoch(agent.inner.session.id());
         // Request-only messages follow every surface message, on this request only.
         let mut segment_messages = Vec::new();
         let mut reserved = Vec::new();
@@ -397,6 +402,17 @@ async fn request_step(
                 refused = Some(failure.on_route(&call.route.provider, &call.route.model));
                 break;
             }
+        }
+        let control_changed =
+            refused.is_none() && controls.epoch(agent.inner.session.id()) != epoch;
+        if control_changed {
+            refused = Some(
+                LlmFailure::new(
+                    FailureCode::ControlChanged,
+                    "the rule controls changed before dispatch; the request is prepared again",
+                )
+                .on_route(&call.route.provider, &call.route.model),
+            );
         }
         let call_id = call.call_id.clone();
         let streamed = match refused {
@@ -449,6 +465,16 @@ async fn request_step(
         match streamed? {
             Streamed::Done { message, finish } => return Ok((*message, finish)),
             Streamed::Aborted => return Err(Stop::End(aborted(agent))),
+            Streamed::Failed(failure)
+                if failure.code == FailureCode::ControlChanged
+                    && control_changes < MAX_CONTROL_CHANGES
+                    && !context.cancel.is_cancelled() =>
+            {
+                // RC-8: prepared again under the new controls, without asking the
+                // request-error hooks.
+                control_changes += 1;
+                continue;
+            }
             Streamed::Failed(failure) => {
                 // In order; the first `Retry` wins and later hooks are not asked.
                 let mut retry = false;
@@ -686,6 +712,10 @@ pub(crate) fn json_object(value: Value) -> ccare_core::JsonObject {
         _ => ccare_core::JsonObject::new(),
     }
 }
+
+/// How many times in a row a request is prepared again because the controls changed
+/// before dispatch (RC-8) before the turn ends with `CONTROL_CHANGED`.
+const MAX_CONTROL_CHANGES: u32 = 3;
 
 /// The failure code of an aborted-before-dispatch or unknown-outcome tool result.
 pub const ABORTED_BEFORE_DISPATCH: &str = "ABORTED_BEFORE_DISPATCH";

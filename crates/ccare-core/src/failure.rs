@@ -37,13 +37,16 @@ pub enum FailureCode {
     ImageOffloadRequired,
     /// The request was refused locally: its input is over the hard budget.
     RequestBudgetExceeded,
+    /// The session's rule controls changed between preparing the request and
+    /// dispatching it (RC-8); it is prepared again.
+    ControlChanged,
     /// Anything else.
     Unknown,
 }
 
 impl FailureCode {
     /// Every code, in declaration order.
-    pub const ALL: [FailureCode; 13] = [
+    pub const ALL: [FailureCode; 14] = [
         FailureCode::ContextWindowExceeded,
         FailureCode::RateLimited,
         FailureCode::ProviderUnavailable,
@@ -56,6 +59,7 @@ impl FailureCode {
         FailureCode::UnsupportedContent,
         FailureCode::ImageOffloadRequired,
         FailureCode::RequestBudgetExceeded,
+        FailureCode::ControlChanged,
         FailureCode::Unknown,
     ];
 
@@ -74,6 +78,7 @@ impl FailureCode {
             FailureCode::UnsupportedContent => "UNSUPPORTED_CONTENT",
             FailureCode::ImageOffloadRequired => "IMAGE_OFFLOAD_REQUIRED",
             FailureCode::RequestBudgetExceeded => "REQUEST_BUDGET_EXCEEDED",
+            FailureCode::ControlChanged => "CONTROL_CHANGED",
             FailureCode::Unknown => "UNKNOWN",
         }
     }

@@ -1266,3 +1266,92 @@ async fn design_3_a_refusal_stops_the_checks_and_every_gate_hears_not_dispatched
         ]
     );
 }
+
+/// A gate that flips a control of its own source during the check of the first call
+/// (between the segment reservations and the stream start).
+struct Flipper {
+    controls: ccare_agent::controls::Controls,
+    flipped: std::sync::atomic::AtomicBool,
+}
+
+impl ccare_agent::RequestGate for Flipper {
+    fn check<'a>(
+        &'a self,
+        context: &'a HookContext,
+        _call: &'a ccare_llm::PreparedCall,
+    ) -> BoxFuture<'a, Result<(), ccare_core::LlmFailure>> {
+        Box::pin(async move {
+            if !self.flipped.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                let session = context.session.id();
+                self.controls.load(session).await.unwrap();
+                let revision = self.controls.snapshot(session).revision;
+                self.controls
+                    .patch(
+                        session,
+                        ccare_agent::controls::Patch {
+                            revision,
+                            source_id: "flip".to_owned(),
+                            rule_id: "rule".to_owned(),
+                            op: ccare_agent::controls::PatchOp::Toggle {
+                                action_id: "act".to_owned(),
+                                enabled: false,
+                            },
+                        },
+                        context.session.head(),
+                    )
+                    .await
+                    .unwrap();
+            }
+            Ok(())
+        })
+    }
+}
+
+struct FlipPlugin(Arc<Feedback>);
+
+impl Plugin for FlipPlugin {
+    fn name(&self) -> &str {
+        "flip"
+    }
+    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        scope.control_source(ccare_agent::controls::ControlSource::new(
+            "flip",
+            vec![ccare_agent::controls::ControlRule::new(
+                "rule",
+                vec![ccare_agent::controls::ControlAction::new("act")],
+            )],
+        ))?;
+        scope.request_gate(Arc::new(Flipper {
+            controls: scope.controls(),
+            flipped: std::sync::atomic::AtomicBool::new(false),
+        }));
+        scope.request_segment(Arc::clone(&self.0) as Arc<dyn ccare_agent::RequestSegment>);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn rc_8_ac_24_a_control_change_before_dispatch_prepares_the_request_again() {
+    let kit = kit(r#"{"text": "hi"}"#).await;
+    let feedback = Arc::new(Feedback::default());
+    kit.host
+        .mount(&FlipPlugin(Arc::clone(&feedback)), &json!({}))
+        .unwrap();
+    let agent = agent(&kit);
+    agent.prompt("hello");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let attempts = data(&kit.session, "assistant/attempt");
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attempts[0]["failure"]["code"], "CONTROL_CHANGED");
+    assert_eq!(
+        kit.script.requests().len(),
+        1,
+        "only the re-prepared request went out"
+    );
+    let counts = (
+        feedback.reserved.load(Ordering::SeqCst),
+        feedback.dispatched.load(Ordering::SeqCst),
+        feedback.released.load(Ordering::SeqCst),
+    );
+    assert_eq!(counts, (2, 1, 1), "the first reservation rolled back");
+}
