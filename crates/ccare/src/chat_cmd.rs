@@ -276,7 +276,7 @@ impl Chat<'_> {
                             Some("[cancelled]".to_owned())
                         }
                         TurnEndReason::Completed => None,
-                        other => Some(format!("[{}]", reason_text(other))),
+                        other => Some(format!("[{}]", crate::output::reason_text(other))),
                     };
                     if let Some(note) = note {
                         self.screen.note(&note, false)?;
@@ -316,7 +316,7 @@ impl Chat<'_> {
         writeln!(stdout, "events     {head}")?;
         writeln!(stdout, "turns      {turns}")?;
         if let Some(reason) = &last_end {
-            writeln!(stdout, "last turn  {}", reason_text(reason))?;
+            writeln!(stdout, "last turn  {}", crate::output::reason_text(reason))?;
         }
         if let Some(usage) = usage {
             writeln!(
@@ -478,39 +478,6 @@ fn result_line(result: &ToolResult) -> String {
 }
 
 /// How a turn ended, for notes and `/status`: `aborted: user`, `error CODE: …`.
-fn reason_text(reason: &TurnEndReason) -> String {
-    match reason {
-        TurnEndReason::Completed => "completed".to_owned(),
-        TurnEndReason::MaxTokens => "max-tokens: the answer was cut at the output limit".to_owned(),
-        TurnEndReason::Aborted { cause } => {
-            let kind = cause
-                .get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown");
-            match (
-                cause.get("plugin").and_then(Value::as_str),
-                cause.get("reason").and_then(Value::as_str),
-            ) {
-                (Some(plugin), Some(why)) => format!("aborted: {kind} {plugin}: {why}"),
-                _ => format!("aborted: {kind}"),
-            }
-        }
-        TurnEndReason::Error { failure } => {
-            if let Ok(llm) = serde_json::from_value::<ccare_llm::LlmFailure>(failure.clone()) {
-                return format!("error {llm}");
-            }
-            let code = failure
-                .get("code")
-                .and_then(Value::as_str)
-                .unwrap_or("UNKNOWN");
-            let message = failure.get("message").and_then(Value::as_str).unwrap_or("");
-            format!("error {code}: {message}")
-        }
-        TurnEndReason::Blocked { by, detail, .. } => format!("blocked by {by}: {detail}"),
-        TurnEndReason::Interrupted => "interrupted".to_owned(),
-    }
-}
-
 /// Which stream holds an unfinished line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Open {
@@ -648,19 +615,19 @@ mod tests {
     #[test]
     fn reasons_read_like_the_notes() {
         assert_eq!(
-            reason_text(&TurnEndReason::Aborted {
+            crate::output::reason_text(&TurnEndReason::Aborted {
                 cause: serde_json::json!({"kind": "user"})
             }),
             "aborted: user"
         );
         assert_eq!(
-            reason_text(&TurnEndReason::Aborted {
+            crate::output::reason_text(&TurnEndReason::Aborted {
                 cause: serde_json::json!({"kind": "hook", "plugin": "stream-watch", "reason": "loop"})
             }),
-            "aborted: hook stream-watch: loop"
+            "stopped by stream-watch: loop"
         );
         assert_eq!(
-            reason_text(&TurnEndReason::Blocked {
+            crate::output::reason_text(&TurnEndReason::Blocked {
                 by: "guard".into(),
                 detail: "no".into(),
                 unentered: Vec::new()
@@ -668,7 +635,7 @@ mod tests {
             "blocked by guard: no"
         );
         assert_eq!(
-            reason_text(&TurnEndReason::Error {
+            crate::output::reason_text(&TurnEndReason::Error {
                 failure: serde_json::json!({"code": "STEP_LIMIT", "message": "too many"})
             }),
             "error STEP_LIMIT: too many"

@@ -63,3 +63,42 @@ mod tests {
         assert_eq!(excerpt("a\nb", 5), "a…");
     }
 }
+
+/// How a turn ended, in the words the notes and `/status` use; a plugin's stop names
+/// the plugin ("stopped by stream-watch: output loop: …").
+pub(crate) fn reason_text(reason: &ccare_core::kinds::TurnEndReason) -> String {
+    use ccare_core::kinds::TurnEndReason;
+    use serde_json::Value;
+    match reason {
+        TurnEndReason::Completed => "completed".to_owned(),
+        TurnEndReason::MaxTokens => "max-tokens: the answer was cut at the output limit".to_owned(),
+        TurnEndReason::Aborted { cause } => {
+            let kind = cause
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("unknown");
+            match (
+                kind,
+                cause.get("plugin").and_then(Value::as_str),
+                cause.get("reason").and_then(Value::as_str),
+            ) {
+                ("hook", Some(plugin), Some(why)) => format!("stopped by {plugin}: {why}"),
+                (_, Some(plugin), Some(why)) => format!("aborted: {kind} {plugin}: {why}"),
+                _ => format!("aborted: {kind}"),
+            }
+        }
+        TurnEndReason::Error { failure } => {
+            if let Ok(llm) = serde_json::from_value::<ccare_llm::LlmFailure>(failure.clone()) {
+                return format!("error {llm}");
+            }
+            let code = failure
+                .get("code")
+                .and_then(Value::as_str)
+                .unwrap_or("UNKNOWN");
+            let message = failure.get("message").and_then(Value::as_str).unwrap_or("");
+            format!("error {code}: {message}")
+        }
+        TurnEndReason::Blocked { by, detail, .. } => format!("blocked by {by}: {detail}"),
+        TurnEndReason::Interrupted => "interrupted".to_owned(),
+    }
+}

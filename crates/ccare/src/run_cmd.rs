@@ -145,7 +145,14 @@ pub(crate) fn exit_for(reason: Option<TurnEndReason>) -> Result<(), Failure> {
             "blocked by {by}: {detail}"
         ))),
         Some(TurnEndReason::Aborted { cause }) => {
-            Err(Failure::failed(anyhow::anyhow!("aborted (cause: {cause})")))
+            let stream_watch = cause.get("plugin").and_then(Value::as_str) == Some("stream-watch");
+            let mut text = crate::output::reason_text(&TurnEndReason::Aborted { cause });
+            // The last turn was stopped and nothing resumed it: stream watch resumes the
+            // first stop on its own, so this was the second in a row (SW-11, UI-3).
+            if stream_watch {
+                text.push_str("; auto-continue paused after 2 consecutive stops");
+            }
+            Err(Failure::failed(anyhow::anyhow!("{text}")))
         }
         Some(TurnEndReason::Interrupted) => Err(Failure::failed(anyhow::anyhow!("interrupted"))),
     }
