@@ -44,26 +44,6 @@ pub(crate) fn excerpt(text: &str, max_chars: usize) -> String {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_utc_timestamps() {
-        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339_utc(1_798_761_600_123), "2027-01-01T00:00:00.123Z");
-        assert_eq!(rfc3339_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(rfc3339_utc(-1), "1969-12-31T23:59:59.999Z");
-    }
-
-    #[test]
-    fn excerpts_cut_long_text() {
-        assert_eq!(excerpt("hello", 10), "hello");
-        assert_eq!(excerpt("hello world", 5), "hello…");
-        assert_eq!(excerpt("a\nb", 5), "a…");
-    }
-}
-
 /// How a turn ended, in the words the notes and `/status` use; a plugin's stop names
 /// the plugin ("stopped by stream-watch: output loop: …").
 pub(crate) fn reason_text(reason: &ccare_core::kinds::TurnEndReason) -> String {
@@ -100,5 +80,25 @@ pub(crate) fn reason_text(reason: &ccare_core::kinds::TurnEndReason) -> String {
         }
         TurnEndReason::Blocked { by, detail, .. } => format!("blocked by {by}: {detail}"),
         TurnEndReason::Interrupted => "interrupted".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_utc_timestamps() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339_utc(1_798_761_600_123), "2027-01-01T00:00:00.123Z");
+        assert_eq!(rfc3339_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(rfc3339_utc(-1), "1969-12-31T23:59:59.999Z");
+    }
+
+    #[test]
+    fn excerpts_cut_long_text() {
+        assert_eq!(excerpt("hello", 10), "hello");
+        assert_eq!(excerpt("hello world", 5), "hello…");
+        assert_eq!(excerpt("a\nb", 5), "a…");
     }
 }
