@@ -1355,3 +1355,60 @@ async fn rc_8_ac_24_a_control_change_before_dispatch_prepares_the_request_again(
     );
     assert_eq!(counts, (2, 1, 1), "the first reservation rolled back");
 }
+
+/// A second segment, with its own source.
+struct Completion;
+
+impl ccare_agent::RequestSegment for Completion {
+    fn preview(&self, _context: &HookContext) -> Vec<Message> {
+        vec![notice("completion", "check the scope")]
+    }
+    fn reserve(&self, context: &HookContext, _call_id: &str) -> Vec<Message> {
+        self.preview(context)
+    }
+    fn dispatched(&self, _context: &HookContext, _call_id: &str) {}
+    fn release(&self, _context: &HookContext, _call_id: &str) {}
+}
+
+struct TwoSegments(Arc<Feedback>);
+
+impl Plugin for TwoSegments {
+    fn name(&self) -> &str {
+        "two-segments"
+    }
+    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        scope.request_segment(Arc::clone(&self.0) as Arc<dyn ccare_agent::RequestSegment>);
+        scope.request_segment(Arc::new(Completion));
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn mp_3_every_request_only_part_goes_out_as_one_message_in_segment_order() {
+    let kit = kit(r#"{"text": "ok"}"#).await;
+    kit.host
+        .mount(&TwoSegments(Arc::new(Feedback::default())), &json!({}))
+        .unwrap();
+    let agent = agent(&kit);
+    agent.prompt("hello");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let request = &kit.script.requests()[0];
+    let texts = texts_of(request);
+    assert_eq!(
+        texts.last().unwrap(),
+        "keep answers short\n\ncheck the scope"
+    );
+    assert_eq!(
+        texts[texts.len() - 2],
+        "hello",
+        "one request-only message after the surface"
+    );
+    let last = request.config.messages.last().unwrap();
+    let Some(Source::Plugin(source)) = &last.message.source else {
+        panic!("{last:?}")
+    };
+    assert_eq!(
+        source.extra.get("segments"),
+        Some(&json!(["plugin:feedback", "plugin:completion"]))
+    );
+}
