@@ -214,6 +214,17 @@ impl PluginScope<'_> {
         self.host.domains.for_owner(&self.owner)
     }
 
+    /// A token cancelled when this plugin is unmounted: work it started (a summary
+    /// call, a queued action) stops at once (context-care CC-SER-1).
+    pub fn lifetime(&self) -> ccare_llm::CancellationToken {
+        self.host
+            .lifetimes
+            .read()
+            .get(&self.owner)
+            .cloned()
+            .unwrap_or_default()
+    }
+
     /// The host's LLM layer, for plugins that make their own calls (e.g. context-care's
     /// summaries, purpose `compaction`).
     pub fn llm(&self) -> Arc<Llm> {
@@ -294,6 +305,8 @@ pub struct Host {
     pub(crate) controls: Controls,
     control_sources: RwLock<Vec<Registered<String>>>,
     mounted: RwLock<BTreeMap<String, Vec<Registration>>>,
+    /// Per mounted plugin: cancelled when it is unmounted.
+    lifetimes: RwLock<BTreeMap<String, ccare_llm::CancellationToken>>,
 }
 
 impl std::fmt::Debug for Host {
@@ -321,6 +334,7 @@ impl Host {
             controls: Controls::new(store),
             control_sources: RwLock::new(Vec::new()),
             mounted: RwLock::new(BTreeMap::new()),
+            lifetimes: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -371,6 +385,9 @@ impl Host {
         if self.mounted.read().contains_key(&name) {
             return Err(HostError::AlreadyMounted(name));
         }
+        self.lifetimes
+            .write()
+            .insert(name.clone(), ccare_llm::CancellationToken::new());
         let mut scope = PluginScope {
             owner: name.clone(),
             host: self,
@@ -395,6 +412,9 @@ impl Host {
         let Some(registrations) = self.mounted.write().remove(name) else {
             return false;
         };
+        if let Some(lifetime) = self.lifetimes.write().remove(name) {
+            lifetime.cancel();
+        }
         for registration in registrations {
             self.registry.remove(registration);
         }

@@ -131,6 +131,8 @@ pub(crate) struct Care {
     pub(crate) controls: Controls,
     /// The host's LLM layer, for summaries (`None` in hosts without one).
     pub(crate) llm: Option<std::sync::Arc<ccare_llm::Llm>>,
+    /// Cancelled when the plugin is unmounted: a running summary stops (CC-SER-1).
+    pub(crate) lifetime: ccare_llm::CancellationToken,
     pub(crate) sessions: Mutex<HashMap<SessionId, SessionCare>>,
     pub(crate) samples: Samples,
 }

@@ -142,6 +142,7 @@ impl Plugin for ContextCare {
             ledger: crate::ledger::Ledger::new(scope.domains()),
             controls: scope.controls(),
             llm: Some(scope.llm()),
+            lifetime: scope.lifetime(),
             sessions: Mutex::new(HashMap::new()),
             samples: self.samples.clone(),
         });

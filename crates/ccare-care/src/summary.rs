@@ -397,6 +397,9 @@ impl Transaction<'_> {
             return self.fail("SUMMARY_CALL_LIMIT", "summary call limit reached");
         }
         let session = self.run.session;
+        if self.care.lifetime.is_cancelled() {
+            return self.fail("ABORTED", "context-care was unmounted");
+        }
         if !self.started {
             let start = EventDraft::typed(&CompactionStart {
                 compaction_id: self.compaction_id.clone(),
@@ -417,10 +420,23 @@ impl Transaction<'_> {
         let call_id = call.call_id.clone();
         let (provider, model) = (call.route.provider.clone(), call.route.model.clone());
         let max_tokens = call.config.max_tokens;
-        let mut stream = call.stream(self.run.cancel.child_token());
+        // The signal is any(caller, lifetime) (CC-SER-1): an unmount stops the call.
+        let token = self.run.cancel.child_token();
+        let lifetime = self.care.lifetime.clone();
+        let mut stream = call.stream(token.clone());
         let mut assembler = Assembler::new();
         let mut protocol = None;
-        while let Some(chunk) = stream.next().await {
+        loop {
+            let chunk = tokio::select! {
+                chunk = stream.next() => chunk,
+                () = lifetime.cancelled(), if !token.is_cancelled() => {
+                    token.cancel();
+                    continue;
+                }
+            };
+            let Some(chunk) = chunk else {
+                break;
+            };
             if let Err(failure) = assembler.push(&chunk) {
                 protocol = Some(failure);
                 break;

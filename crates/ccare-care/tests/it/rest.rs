@@ -1159,3 +1159,39 @@ async fn a16_a_rest_after_an_inner_replacement_is_r1_with_no_compaction() {
     );
     assert_eq!(rig.script.requests().len(), 3, "no summary call");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a27_unmounting_during_a_summary_aborts_it_and_closes_the_compaction() {
+    let slow =
+        json!({"expect": {"purpose": "compaction"}, "text": SUMMARY, "delay_ms": 2000}).to_string();
+    let script = [
+        r#"{"text": "read it"}"#.to_owned(),
+        rest_call(json!({"note": note(1200)})),
+        slow,
+        r#"{"text": "continuing"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
+    rig.turn(&lorem(400)).await;
+    rig.agent.prompt("now rest");
+    // Wait until the summary call is in flight, then unmount.
+    let started = std::time::Instant::now();
+    while rig.events("compaction/start").is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "no summary started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert!(rig.host.unmount("context-care"));
+    let unmounted = std::time::Instant::now();
+    rig.agent.when_idle().await;
+    assert!(
+        unmounted.elapsed() < std::time::Duration::from_millis(1500),
+        "aborted at once"
+    );
+    let ends = rig.events("compaction/end");
+    assert_eq!(ends.len(), 1);
+    assert_eq!(ends[0].1["error"], "ABORTED");
+    assert!(rig.events("compaction/summary").is_empty(), "no compaction");
+}
