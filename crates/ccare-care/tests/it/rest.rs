@@ -1195,3 +1195,43 @@ async fn a27_unmounting_during_a_summary_aborts_it_and_closes_the_compaction() {
     assert_eq!(ends[0].1["error"], "ABORTED");
     assert!(rig.events("compaction/summary").is_empty(), "no compaction");
 }
+
+#[tokio::test]
+async fn a24_a_context_window_refusal_of_the_summary_retries_a_smaller_candidate() {
+    let overflow = json!({"expect": {"purpose": "compaction"}, "failure": {"code": "CONTEXT_WINDOW_EXCEEDED", "message": "too long"}}).to_string();
+    let summary = json!({"expect": {"purpose": "compaction"}, "text": SUMMARY}).to_string();
+    let mut script: Vec<String> = (0..3).map(|_| r#"{"text": "ok"}"#.to_owned()).collect();
+    script.push(rest_call(json!({"note": note(1200)})));
+    script.extend([overflow, summary]);
+    script.push(r#"{"text": "continuing"}"#.to_owned());
+    let rig = rig(
+        &script.join("\n"),
+        json!({"retain_tokens": 100, "summary": {"max_retries": 1}}),
+        Some(64_000),
+        true,
+    )
+    .await;
+    for turn in 0..3 {
+        rig.turn(&format!("{turn} {}", lorem(300))).await;
+    }
+    rig.turn("rest now").await;
+    let requests = rig.script.requests();
+    let summaries: Vec<&ccare_llm::GenerateRequest> = requests
+        .iter()
+        .filter(|request| request.config.purpose == ccare_llm::Purpose::Compaction)
+        .collect();
+    assert_eq!(summaries.len(), 2, "one retry");
+    let size =
+        |request: &ccare_llm::GenerateRequest| match &request.config.messages[0].message.content[0]
+        {
+            ccare_core::ContentBlock::Text(text) => text.text.len(),
+            _ => 0,
+        };
+    assert!(
+        size(summaries[1]) < size(summaries[0]),
+        "the retry is a smaller candidate"
+    );
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert_eq!(report["source"]["contextCareTrace"]["outcome"], "committed");
+    assert_eq!(rig.events("compaction/start").len(), 1, "one transaction");
+}
