@@ -1235,3 +1235,33 @@ async fn a24_a_context_window_refusal_of_the_summary_retries_a_smaller_candidate
     assert_eq!(report["source"]["contextCareTrace"]["outcome"], "committed");
     assert_eq!(rig.events("compaction/start").len(), 1, "one transaction");
 }
+
+#[tokio::test]
+async fn a18_cc_def_2_an_automatic_summary_error_never_fails_the_users_turn() {
+    let failure = json!({"expect": {"purpose": "compaction"}, "failure": {"code": "INVALID_REQUEST", "message": "no"}}).to_string();
+    let mut script: Vec<String> = (0..4).map(|_| r#"{"text": "ok"}"#.to_owned()).collect();
+    script.push(failure);
+    script.push(r#"{"text": "still answering"}"#.to_owned());
+    let rig = rig(&script.join("\n"), json!({}), Some(16_000), true).await;
+    for turn in 0..5 {
+        assert_eq!(
+            rig.turn(&format!("{turn} {}", lorem(400))).await,
+            Some(TurnEndReason::Completed),
+            "turn {turn}"
+        );
+    }
+    let ends = rig.events("compaction/end");
+    assert_eq!(ends.len(), 1);
+    assert_eq!(ends[0].1["error"], "INVALID_REQUEST");
+    let journal = rig.journal().await;
+    let action = journal
+        .iter()
+        .find(|(key, _)| key.starts_with("action_"))
+        .map(|(_, record)| record["data"].clone())
+        .unwrap();
+    assert_eq!(action["reason"], "automatic");
+    assert_eq!(action["outcome"], "failed");
+    assert_eq!(action["error"]["code"], "INVALID_REQUEST");
+    let last = rig.events("assistant/message").pop().unwrap().1;
+    assert_eq!(last["message"]["content"][0]["text"], "still answering");
+}
