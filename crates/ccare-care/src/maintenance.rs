@@ -446,12 +446,36 @@ impl Care {
         while self.with_session(id, |state| state.controller.is_armed())
             && u64::from(passes) < limit
             && self.llm.is_some()
-            && self.enabled(id, "maintenance", "summary")
         {
             let view = session.derived_view();
             let Ok(nodes) = nodes(&view, frozen) else {
                 break;
             };
+            if !self.enabled(id, "maintenance", "summary") {
+                // CC-SUM-1 / A29: the gate is at execution; a summary that would have
+                // run is journaled as CONTROL_DISABLED, and nothing runs.
+                if let Ok(Some(proposal)) = propose(&nodes, &self.rank_input(&measured, true)) {
+                    let operation_id = uuid::Uuid::now_v7().to_string();
+                    let range = proposal.candidate.range();
+                    self.record(
+                        session,
+                        &operation_id,
+                        context.now_ms,
+                        json!({
+                            "operationId": operation_id,
+                            "action": "summary",
+                            "reason": "automatic",
+                            "phase": "failed",
+                            "outcome": "failed",
+                            "beforeSeq": session.head(),
+                            "sourceSeqs": [range.start, range.end],
+                            "error": {"code": "CONTROL_DISABLED", "message": "maintenance.summary is off"},
+                        }),
+                    )
+                    .await;
+                }
+                break;
+            }
             let proposal = match propose(&nodes, &self.rank_input(&measured, true)) {
                 Ok(Some(proposal)) => proposal,
                 Ok(None) => break,

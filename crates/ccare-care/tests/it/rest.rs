@@ -1265,3 +1265,31 @@ async fn a18_cc_def_2_an_automatic_summary_error_never_fails_the_users_turn() {
     let last = rig.events("assistant/message").pop().unwrap().1;
     assert_eq!(last["message"]["content"][0]["text"], "still answering");
 }
+
+#[tokio::test]
+async fn a29_a_disabled_automatic_summary_is_journaled_control_disabled_and_never_runs() {
+    let script: Vec<String> = (0..5).map(|_| r#"{"text": "ok"}"#.to_owned()).collect();
+    let rig = rig(&script.join("\n"), json!({}), Some(16_000), true).await;
+    patch(&rig, "maintenance", "summary", false).await;
+    for turn in 0..5 {
+        assert_eq!(
+            rig.turn(&format!("{turn} {}", lorem(400))).await,
+            Some(TurnEndReason::Completed)
+        );
+    }
+    assert!(rig.events("compaction/start").is_empty(), "nothing ran");
+    assert!(
+        rig.script
+            .requests()
+            .iter()
+            .all(|request| request.config.purpose == ccare_llm::Purpose::Conversation)
+    );
+    let journal = rig.journal().await;
+    let action = journal
+        .iter()
+        .find(|(key, _)| key.starts_with("action_"))
+        .map(|(_, record)| record["data"].clone())
+        .unwrap();
+    assert_eq!(action["error"]["code"], "CONTROL_DISABLED");
+    assert_eq!(action["reason"], "automatic");
+}
