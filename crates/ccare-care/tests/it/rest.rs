@@ -1293,3 +1293,45 @@ async fn a29_a_disabled_automatic_summary_is_journaled_control_disabled_and_neve
     assert_eq!(action["error"]["code"], "CONTROL_DISABLED");
     assert_eq!(action["reason"], "automatic");
 }
+
+#[tokio::test]
+async fn a15_a_handoff_larger_than_the_history_keeps_it_and_writes_no_events() {
+    use ccare_care::rest_tool::{RestRequest, rest_message};
+    let rig = rig(
+        "{\"text\": \"hi\"}\n{\"text\": \"ok\"}",
+        json!({}),
+        Some(64_000),
+        true,
+    )
+    .await;
+    rig.turn("short").await;
+    // A deep rest queued directly (as a restarted process would find it in the inbox).
+    let request = RestRequest {
+        note: note(6000),
+        deep: true,
+        recovery: Some(note(4000)),
+    };
+    rig.agent
+        .inject(rest_message(&request, ccare_core::Locale::En));
+    rig.turn("next").await;
+    assert!(rig.events("compaction/start").is_empty(), "no events");
+    assert!(rig.events("compaction/end").is_empty());
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert_eq!(report["source"]["contextCareTrace"]["outcome"], "error");
+    assert_eq!(
+        plugin_messages(&rig, REQUEST_SOURCE).len(),
+        1,
+        "the rest message stays"
+    );
+    let journal = rig.journal().await;
+    let action = journal
+        .iter()
+        .find(|(key, _)| key.starts_with("action_"))
+        .map(|(_, record)| record["data"].clone())
+        .unwrap();
+    assert_eq!(action["error"]["code"], "HANDOFF_LARGER_THAN_HISTORY");
+    assert_eq!(
+        action["error"]["message"],
+        "handoff-larger-than-history; history retained"
+    );
+}
