@@ -90,18 +90,6 @@ fn error_value(failure: &SummaryFailure) -> Value {
     json!({"code": failure.code, "message": failure.message})
 }
 
-fn text_of_message(message: &Message) -> String {
-    message
-        .content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text(text) => Some(text.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 impl Care {
     fn retain_for(&self, budget: Option<&Budget>) -> u64 {
         budget
@@ -601,7 +589,7 @@ impl Care {
             return Err(failure("NOTHING_TO_CLEAR", "nothing to clear"));
         };
         let compaction_id = uuid::Uuid::now_v7().to_string();
-        let handoff = text_of_message(rest);
+        let handoff = rest.joined_text("\n");
         let mut blocks = vec![ContentBlock::text(handoff.clone())];
         if let Some(ledger) = self
             .ledger

@@ -85,6 +85,24 @@ impl Message {
             | ContentBlock::Unknown(_) => None,
         })
     }
+
+    /// The text blocks' texts joined by `separator`; reasoning, tool calls and other
+    /// blocks are left out (what detectors read of a reply, what a handoff carries).
+    pub fn joined_text(&self, separator: &str) -> String {
+        let texts: Vec<&str> = self
+            .content
+            .iter()
+            .filter_map(|block| match block {
+                ContentBlock::Text(text) => Some(text.text.as_str()),
+                ContentBlock::Reasoning(_)
+                | ContentBlock::ToolCall(_)
+                | ContentBlock::ToolResult(_)
+                | ContentBlock::Image(_)
+                | ContentBlock::Unknown(_) => None,
+            })
+            .collect();
+        texts.join(separator)
+    }
 }
 
 /// One block of message content.

@@ -228,20 +228,6 @@ fn encode<T: serde::Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
-/// The text blocks of a reply joined by a blank line; reasoning and tool calls never
-/// count (CO-1, CO-5).
-fn reply_text(message: &Message) -> String {
-    message
-        .content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text(text) => Some(text.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n")
-}
-
 impl Observer {
     fn enabled(&self, session: &SessionId) -> bool {
         self.controls
@@ -306,7 +292,7 @@ impl Observer {
                                 seq: event.seq(),
                                 time_ms: event.time_ms(),
                                 route: format!("{}/{}", reply.provider, reply.model),
-                                text: reply_text(&reply.message),
+                                text: reply.message.joined_text("\n\n"),
                             }
                         })
                     }

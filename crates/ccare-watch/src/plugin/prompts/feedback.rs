@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use ccare_agent::domains::{Domain, DomainSpec, PluginDomains, Table, TableSpec};
 use ccare_core::kinds::{ASSISTANT_MESSAGE, AssistantMessage};
-use ccare_core::{ContentBlock, Event, Message, SessionId};
+use ccare_core::{Event, SessionId};
 use ccare_llm::CancellationToken;
 use ccare_session::Session;
 use parking_lot::Mutex;
@@ -286,22 +286,9 @@ fn outputs_after(
             (!message.interrupted
                 && message.provider == route.provider
                 && message.model == route.model)
-                .then(|| (event.seq(), output_text(&message.message)))
+                .then(|| (event.seq(), message.message.joined_text("\n\n")))
         })
         .collect();
     outputs.reverse();
     outputs
-}
-
-/// The text blocks of an output joined by a blank line (OP-5).
-fn output_text(message: &Message) -> String {
-    message
-        .content
-        .iter()
-        .filter_map(|block| match block {
-            ContentBlock::Text(text) => Some(text.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n\n")
 }
