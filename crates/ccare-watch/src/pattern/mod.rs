@@ -36,7 +36,5 @@ pub use trigger::{
     window_holds, window_totals,
 };
 
-/// Length of `text` in UTF-16 code units (GEN-1).
-fn utf16_len(text: &str) -> usize {
-    text.chars().map(char::len_utf16).sum()
-}
+/// Length of `text` in UTF-16 code units (GEN-1), as the stream watch counts it.
+use crate::engine::utf16_len;
