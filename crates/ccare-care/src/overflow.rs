@@ -174,3 +174,111 @@ impl RequestErrorHook for OverflowRecovery {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::Arc;
+
+    use ccare_core::kinds::UserMessage;
+    use ccare_core::{ContentBlock, EventDraft, Message, SurfaceOp, SystemClock};
+    use ccare_session::{Registry, Session, Sessions, SessionsConfig};
+    use ccare_store::{MemoryStore, Store};
+
+    use super::*;
+
+    async fn session() -> Session {
+        let sessions = Sessions::new(
+            Arc::new(MemoryStore::new()) as Arc<dyn Store>,
+            Arc::new(SystemClock),
+            Arc::new(Registry::with_host_defaults()),
+            SessionsConfig::default(),
+        );
+        sessions.create(None, Default::default()).await.unwrap()
+    }
+
+    fn user(text: &str) -> EventDraft {
+        EventDraft::typed(&UserMessage {
+            message: Message::from_blocks(vec![ContentBlock::text(text)]),
+        })
+        .unwrap()
+        .with_surface(SurfaceOp::Append)
+    }
+
+    fn replace(over: u64, sources: Vec<u64>) -> EventDraft {
+        user("checkpoint")
+            .with_surface(SurfaceOp::Replace {
+                start_seq: over,
+                end_seq: over,
+            })
+            .with_sources(sources)
+    }
+
+    /// The failed request of CC-OVF-3's vectors: sources [a, b], cost 100, built at the
+    /// log revision given.
+    fn failed(sources: Vec<u64>, log_revision: u64) -> DispatchSnapshot {
+        DispatchSnapshot {
+            log_revision,
+            source_seqs: sources,
+            surface_tokens: 100,
+            other_tokens: 0,
+            hard_input: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn cc_ovf_3_a_replace_after_the_failure_over_a_failed_source_is_progress() {
+        let session = session().await;
+        let a = session.append(user("one")).unwrap().seq();
+        let b = session.append(user("two")).unwrap().seq();
+        let revision = session.head();
+        session.append(replace(a, vec![a])).unwrap();
+        assert!(replaced_a_failed_source(
+            &session,
+            &failed(vec![a, b], revision)
+        ));
+    }
+
+    #[tokio::test]
+    async fn cc_ovf_3_a_replace_before_the_failure_is_not_progress() {
+        let session = session().await;
+        let a = session.append(user("one")).unwrap().seq();
+        let b = session.append(user("two")).unwrap().seq();
+        session.append(replace(a, vec![a])).unwrap();
+        let revision = session.head();
+        assert!(!replaced_a_failed_source(
+            &session,
+            &failed(vec![a, b], revision)
+        ));
+    }
+
+    #[tokio::test]
+    async fn cc_ovf_3_a_replace_over_other_sources_is_not_progress() {
+        let session = session().await;
+        let a = session.append(user("one")).unwrap().seq();
+        let b = session.append(user("two")).unwrap().seq();
+        let c = session.append(user("three")).unwrap().seq();
+        let revision = session.head();
+        session.append(replace(c, vec![c])).unwrap();
+        assert!(!replaced_a_failed_source(
+            &session,
+            &failed(vec![a, b], revision)
+        ));
+    }
+
+    #[tokio::test]
+    async fn cc_ovf_3_an_ancestor_replace_covers_its_sources_recursively() {
+        let session = session().await;
+        let a = session.append(user("one")).unwrap().seq();
+        let b = session.append(user("two")).unwrap().seq();
+        // A first checkpoint over `a`, then one over that checkpoint after the failure.
+        let first = session.append(replace(a, vec![a])).unwrap().seq();
+        let revision = session.head();
+        session.append(replace(first, vec![first])).unwrap();
+        assert!(replaced_a_failed_source(
+            &session,
+            &failed(vec![a, b], revision)
+        ));
+    }
+}
