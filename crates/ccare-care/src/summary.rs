@@ -260,6 +260,66 @@ impl Care {
     }
 }
 
+/// CC-SUM-5 coverage of `selected`: expanding each node's `sourceEventSeqs`
+/// recursively, the leaf seqs (original messages), the checkpoints passed through, and
+/// the depth (how many summaries deep the oldest leaf is). `compaction/*` markers are
+/// not leaves.
+fn lineage(session: &Session, selected: &[u64]) -> (Vec<u64>, Vec<u64>, u64) {
+    session.with_log(|log| {
+        let events = log.events();
+        let event_at = |seq: u64| {
+            usize::try_from(seq)
+                .ok()
+                .and_then(|index| events.get(index))
+                .filter(|event| event.seq() == seq)
+        };
+        let mut leaves = Vec::new();
+        let mut parents = Vec::new();
+        let mut depth = 0u64;
+        let mut stack: Vec<(u64, u64)> = selected.iter().map(|seq| (*seq, 0)).collect();
+        let mut seen = std::collections::HashSet::new();
+        while let Some((seq, level)) = stack.pop() {
+            if !seen.insert(seq) {
+                continue;
+            }
+            let Some(event) = event_at(seq) else {
+                continue;
+            };
+            if event.kind().starts_with("compaction/") {
+                continue;
+            }
+            let sources: Vec<u64> = event
+                .source_event_seqs()
+                .iter()
+                .copied()
+                .filter(|source| {
+                    event_at(*source).is_some_and(|event| !event.kind().starts_with("compaction/"))
+                })
+                .collect();
+            if sources.is_empty() {
+                leaves.push(seq);
+                depth = depth.max(level);
+                continue;
+            }
+            let checkpoint = event.decode::<UserMessage>().is_ok_and(|user| {
+                matches!(user.message.source, Some(Source::CompactCheckpoint { .. }))
+            });
+            // A pruned result stands for its original at the same depth; a checkpoint
+            // is one summary deeper.
+            let next = if checkpoint {
+                parents.push(seq);
+                level + 1
+            } else {
+                level
+            };
+            stack.extend(sources.into_iter().map(|source| (source, next)));
+        }
+        leaves.sort_unstable();
+        parents.sort_unstable();
+        (leaves, parents, depth)
+    })
+}
+
 fn object(value: Value) -> ccare_core::JsonObject {
     match value {
         Value::Object(object) => object,
@@ -605,6 +665,14 @@ impl Transaction<'_> {
         let (Some(&start_seq), Some(&end_seq)) = (candidate.first(), candidate.last()) else {
             return self.abort(SummaryFailure::new("SUMMARY_EMPTY", "nothing selected"));
         };
+        // CC-SUM-5 coverage: the leaves and earlier checkpoints the selection stands for.
+        let mut coverage = coverage;
+        if let Some(object) = coverage.as_object_mut() {
+            let (leaves, parents, depth) = lineage(session, candidate);
+            object.insert("leafSeqs".to_owned(), json!(leaves));
+            object.insert("parentCheckpointSeqs".to_owned(), json!(parents));
+            object.insert("depth".to_owned(), json!(depth));
+        }
         let trace = json!({
             "producer": "context-care",
             "trigger": "summary",
