@@ -28,26 +28,44 @@ const DEMO_SCRIPT: &str = r##"
 {"text": "The note says long sessions fail when the context overflows, and recommends a durable log and careful compaction that keeps tool calls with their results."}
 {"tool_calls": [{"name": "session_search", "arguments": {"query": "durable log", "limit": 3}}]}
 {"text": "Found it: the earlier turns mention the durable log in the note I wrote and in the file I read back. Nothing was lost across the restart."}
+{"text": "LOOPING_REPLY"}
+{"text": "Back on track (the system stopped my repeating list): write the note, read it back, search the log."}
 "##;
 
-const PROMPTS: [&str; 3] = [
+const PROMPTS: [&str; 4] = [
     "Write a short note about context care to notes/context.md.",
     "What does the note say?",
     "Search this session for \"durable log\".",
+    "List the steps we took.",
 ];
 
-fn host(home: &Home) -> Result<Arc<Host>, Failure> {
+/// The route the demo model is priced against by context-care.
+const DEMO_MODEL: &str = "demo/scripted";
+
+fn host(home: &Home) -> Result<(Arc<Host>, ccare_care::ContextCare), Failure> {
     let mut config = LlmConfig::default();
     config
         .providers
         .insert("demo".to_owned(), ProviderConfig::new(ProviderKind::Script));
+    config.models.insert(
+        DEMO_MODEL.to_owned(),
+        ccare_llm::ModelConfig {
+            context_window: Some(16_000),
+            max_output_tokens: Some(1_000),
+            ..ccare_llm::ModelConfig::default()
+        },
+    );
     let mut llm = Llm::from_config(config, &|_| None).map_err(Failure::failed)?;
-    let script = ScriptProvider::from_jsonl(DEMO_SCRIPT).map_err(Failure::failed)?;
+    // The fourth reply loops, so the stream watch has something to stop.
+    let looping = "- check the build\\n".repeat(60);
+    let script = ScriptProvider::from_jsonl(&DEMO_SCRIPT.replace("LOOPING_REPLY", &looping))
+        .map_err(Failure::failed)?;
     llm.insert_provider(
         "demo",
         ProviderConfig::new(ProviderKind::Script),
         Arc::new(script),
     );
+    let route = llm.route(DEMO_MODEL).map_err(Failure::failed)?;
     let registry = Arc::new(Registry::with_host_defaults());
     let sessions = home
         .sessions_with(Arc::clone(&registry), ccare_core::Locale::En)
@@ -60,7 +78,15 @@ fn host(home: &Home) -> Result<Arc<Host>, Failure> {
         host.add_tool(tool)
             .map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
     }
-    Ok(host)
+    let care = ccare_care::ContextCare::default().with_route(ccare_care::RouteSnapshot::of(&route));
+    host.mount(&care, &serde_json::json!({}))
+        .map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
+    host.mount(
+        &ccare_watch::plugin::StreamWatchPlugin::default(),
+        &serde_json::json!({}),
+    )
+    .map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
+    Ok((host, care))
 }
 
 fn agent(host: &Arc<Host>, session: Session) -> Agent {
@@ -68,7 +94,7 @@ fn agent(host: &Arc<Host>, session: Session) -> Agent {
         Arc::clone(host),
         session,
         Arc::new(SystemClock),
-        AgentOptions::new("demo/scripted"),
+        AgentOptions::new(DEMO_MODEL),
     )
 }
 
@@ -138,7 +164,7 @@ impl Printer {
 }
 
 pub(crate) async fn run(home: &Home) -> Result<(), Failure> {
-    let host = host(home)?;
+    let (host, care) = host(home)?;
     let mut meta = ccare_core::JsonObject::new();
     meta.insert("title".to_owned(), serde_json::json!("ccare demo"));
     let session = host.sessions().create(None, meta).await?;
@@ -156,7 +182,19 @@ pub(crate) async fn run(home: &Home) -> Result<(), Failure> {
     let reopened = host.sessions().open(&id).await?;
     let second = agent(&host, reopened.clone());
     turn(&second, PROMPTS[2]).await?;
+    turn(&second, PROMPTS[3]).await?;
     reopened.flush().await.map_err(Failure::failed)?;
+    let stopped = reopened.with_log(|log| {
+        log.events().iter().any(|event| {
+            event.kind() == ccare_core::kinds::TURN_END
+                && event.data_json().contains("stream-watch")
+        })
+    });
+    if stopped {
+        println!(
+            "\n(stream-watch stopped the repeating list mid-generation, kept what it had written, and resumed the work)"
+        );
+    }
 
     let note = home.dir.join("demo-workspace/notes/context.md");
     println!(
@@ -164,6 +202,12 @@ pub(crate) async fn run(home: &Home) -> Result<(), Failure> {
         reopened.head(),
         note.display()
     );
+    if let Some(Ok(report)) = care.report(&reopened).await {
+        println!("\nContext care, the next request (levels for the model, numbers for you):");
+        for line in ccare_care::report::render_report(&report) {
+            println!("  {line}");
+        }
+    }
     println!("Look closer: ccare sessions show {id}    (or: ccare sessions export {id})");
     Ok(())
 }

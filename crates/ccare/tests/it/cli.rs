@@ -20,13 +20,24 @@ fn stdout(output: &Output) -> String {
 fn demo_list_show_export_import_fork() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("home");
-    assert!(ccare(&home, &["demo"]).status.success());
+    let demo = ccare(&home, &["demo"]);
+    assert!(demo.status.success());
+    let shown = stdout(&demo);
+    assert!(
+        shown.contains("(stream-watch stopped the repeating list mid-generation"),
+        "{shown}"
+    );
+    assert!(shown.contains("  fatigue      "), "{shown}");
+    assert!(
+        shown.contains("  budget       C 16000 · R 1000 · H 15000 · S 12800 · L 12800"),
+        "{shown}"
+    );
     let list = ccare(&home, &["sessions", "list", "--json"]);
     assert!(list.status.success());
     let sessions: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
     let first = &sessions[0];
     let id = first["id"].as_str().unwrap().to_owned();
-    assert_eq!(first["events"], 36);
+    assert_eq!(first["events"], 51);
     assert!(first["created_at"].as_str().unwrap().ends_with('Z'));
 
     let show = ccare(&home, &["sessions", "show", &id]);
@@ -61,15 +72,15 @@ fn demo_list_show_export_import_fork() {
         String::from_utf8_lossy(&fork.stderr).contains("FORK_INSIDE_TURN")
             || String::from_utf8_lossy(&fork.stderr).contains("inside turn")
     );
-    let fork = ccare(&home, &["sessions", "fork", &id, "--at", "12", "--json"]);
+    let fork = ccare(&home, &["sessions", "fork", &id, "--at", "13", "--json"]);
     assert!(
         fork.status.success(),
         "{}",
         String::from_utf8_lossy(&fork.stderr)
     );
     let forked: serde_json::Value = serde_json::from_str(&stdout(&fork)).unwrap();
-    assert_eq!(forked["seed_length"], 13, "turn 1 ends at seq 12");
-    assert_eq!(forked["events"], 14);
+    assert_eq!(forked["seed_length"], 14, "turn 1 ends at seq 13");
+    assert_eq!(forked["events"], 15);
     let note = home.join("demo-workspace/notes/context.md");
     assert!(
         std::fs::read_to_string(note)
@@ -130,5 +141,5 @@ fn corrupted_row_is_reported_with_session_and_seq_and_exits_2() {
             |row| row.get(0),
         )
         .unwrap();
-    assert_eq!(count, 36);
+    assert_eq!(count, 51);
 }
