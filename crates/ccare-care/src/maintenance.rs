@@ -126,9 +126,7 @@ impl Care {
             .messages
             .iter()
             .filter(|derived| derived.seq >= range.start && derived.seq <= range.end)
-            .filter(|derived| {
-                !matches!(&derived.message.source, Some(Source::Plugin(plugin)) if plugin.kind.starts_with("plugin:context-care:"))
-            })
+            .filter(|derived| !crate::range_nodes::is_own(&derived.message))
             .map(|derived| {
                 let tokens = nodes
                     .iter()
@@ -306,12 +304,7 @@ impl Care {
             .iter()
             .filter(|derived| derived.seq < last_assistant)
             .filter_map(|derived| {
-                let event = session.with_log(|log| {
-                    log.events()
-                        .get(usize::try_from(derived.seq).ok()?)
-                        .filter(|event| event.seq() == derived.seq)
-                        .cloned()
-                })?;
+                let event = session.with_log(|log| log.event_at(derived.seq).cloned())?;
                 if event.kind() != ccare_core::kinds::TOOL_RESULT {
                     return None;
                 }

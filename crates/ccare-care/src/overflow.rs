@@ -32,12 +32,8 @@ pub(crate) fn replaced_a_failed_source(session: &Session, failed: &DispatchSnaps
         .map(|derived| derived.seq)
         .collect();
     session.with_log(|log| {
-        let events = log.events();
         let sources_of = |seq: u64| -> Vec<u64> {
-            usize::try_from(seq)
-                .ok()
-                .and_then(|index| events.get(index))
-                .filter(|event| event.seq() == seq)
+            log.event_at(seq)
                 .map(|event| event.source_event_seqs().to_vec())
                 .unwrap_or_default()
         };

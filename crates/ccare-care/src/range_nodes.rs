@@ -48,13 +48,18 @@ fn count(message: &Message, predicate: impl Fn(&ContentBlock) -> bool) -> u32 {
     .unwrap_or(u32::MAX)
 }
 
+/// Whether a message is context-care's own (a notice or request of a
+/// `plugin:context-care:*` kind): never fresh, kept out of transcripts and memo keys.
+pub(crate) fn is_own(message: &Message) -> bool {
+    matches!(&message.source, Some(Source::Plugin(plugin)) if plugin.kind.starts_with("plugin:context-care:"))
+}
+
 fn kind_of(message: &Message, role: ccare_core::Role) -> NodeKind {
-    match &message.source {
-        Some(Source::CompactCheckpoint { .. }) => return NodeKind::Checkpoint,
-        Some(Source::Plugin(plugin)) if plugin.kind.starts_with("plugin:context-care:") => {
-            return NodeKind::Own;
-        }
-        _ => {}
+    if matches!(message.source, Some(Source::CompactCheckpoint { .. })) {
+        return NodeKind::Checkpoint;
+    }
+    if is_own(message) {
+        return NodeKind::Own;
     }
     match role {
         ccare_core::Role::Assistant => NodeKind::Assistant,

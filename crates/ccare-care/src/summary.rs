@@ -24,6 +24,7 @@ use crate::budget::{RouteInfo, resolve};
 use crate::care::{Care, Frozen};
 use crate::config::RoutePurpose;
 use crate::range::{RangeNode, SeqRange, summary_candidates};
+use crate::range_nodes::is_own;
 use crate::texts::{CHECKPOINT_FRAMING, SUMMARY_INSTRUCTION};
 
 /// Why a summary did not commit; `code` is the spec's (`SUMMARY_NOT_SMALLER`, …) or the
@@ -152,11 +153,6 @@ fn summary_request(messages: &[&Message]) -> Message {
     request
 }
 
-/// Whether a message is context-care's own (its notices): kept out of transcripts.
-fn is_own(message: &Message) -> bool {
-    matches!(&message.source, Some(Source::Plugin(plugin)) if plugin.kind.starts_with("plugin:context-care:"))
-}
-
 impl Care {
     /// Runs one summary transaction over `selection` (CC-SUM-2 .. CC-SUM-5): the
     /// largest balanced candidate whose request fits the summary route is summarized;
@@ -266,13 +262,7 @@ impl Care {
 /// not leaves.
 fn lineage(session: &Session, selected: &[u64]) -> (Vec<u64>, Vec<u64>, u64) {
     session.with_log(|log| {
-        let events = log.events();
-        let event_at = |seq: u64| {
-            usize::try_from(seq)
-                .ok()
-                .and_then(|index| events.get(index))
-                .filter(|event| event.seq() == seq)
-        };
+        let event_at = |seq: u64| log.event_at(seq);
         let mut leaves = Vec::new();
         let mut parents = Vec::new();
         let mut depth = 0u64;

@@ -47,15 +47,6 @@ pub(crate) async fn actions(booted: &Booted, session: &str, json: bool) -> Resul
     stdout.flush().map_err(Failure::failed)
 }
 
-fn excerpt(event: &ccare_core::Event) -> String {
-    let text: String = event.data_json().chars().take(160).collect();
-    if event.data_json().chars().count() > 160 {
-        format!("{text}…")
-    } else {
-        text
-    }
-}
-
 /// Prints what action `op` replaced: the shadowed events, the checkpoint, and the
 /// input before and after (exit 2 when no such action exists).
 pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(), Failure> {
@@ -79,13 +70,7 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
         out.push_str("replaced     nothing\n");
     }
     session.with_log(|log| {
-        let event_at = |seq: u64| {
-            usize::try_from(seq)
-                .ok()
-                .and_then(|index| log.events().get(index))
-                .filter(|event| event.seq() == seq)
-                .cloned()
-        };
+        let event_at = |seq: u64| log.event_at(seq).cloned();
         for replacement in &replacements {
             let seqs: Vec<u64> = replacement
                 .get("sourceSeqs")
@@ -98,7 +83,7 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
                     out.push_str(&format!(
                         "  - seq {seq} {} {}\n",
                         event.kind(),
-                        excerpt(&event)
+                        crate::output::excerpt(event.data_json(), 160)
                     ));
                 }
             }

@@ -410,9 +410,7 @@ impl WatchPreStep {
             .rev()
             .find(|derived| derived.role == ccare_core::Role::Assistant)?;
         let call_id = context.session.with_log(|log| {
-            usize::try_from(last_assistant.seq)
-                .ok()
-                .and_then(|index| log.events().get(index).cloned())
+            log.event_at(last_assistant.seq)
                 .and_then(|event| serde_json::from_str::<Value>(event.data_json()).ok())
                 .and_then(|data| data["call_id"].as_str().map(str::to_owned))
         });
