@@ -93,30 +93,7 @@ pub fn completion_catalog(config: &CompletionConfig) -> ControlSource {
     ControlSource::new(SOURCE_ID, vec![ControlRule::new(RULE, vec![notice])])
 }
 
-/// MV-DONE(label): the last output used completion wording; this observes wording
-/// only; check the scope against the request, deliverables and verification records;
-/// continue authorised work that remains. Calm (GEN-3), wrapped in `<context-care>`.
-pub fn done_notice(locale: Locale, label: &str) -> String {
-    let lines = match locale {
-        Locale::En => [
-            format!(
-                "context-care observed that your last reply used completion wording such as \"{label}\". This is an observation of wording only, not a judgement of the work."
-            ),
-            "Check the scope against the request, the deliverables and the verification records."
-                .to_owned(),
-            "If authorised work remains, continue it; if everything is in place, say so briefly."
-                .to_owned(),
-        ],
-        Locale::Zh => [
-            format!(
-                "context-care 注意到你上一条回复使用了完成类措辞，例如“{label}”。这只是对措辞的观察，并不评判工作本身。"
-            ),
-            "请对照请求、交付物和验证记录核对范围。".to_owned(),
-            "如果仍有已获授权的工作未完成，请继续；如果都已就绪，简要说明即可。".to_owned(),
-        ],
-    };
-    format!("<context-care>\n{}\n</context-care>", lines.join("\n"))
-}
+pub use super::texts::done_notice;
 
 /// Mounts the observer with the `completion` table of the plugin config (absent: the
 /// spec's defaults).

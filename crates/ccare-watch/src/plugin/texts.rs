@@ -30,6 +30,10 @@ fn wrap(lines: &[String]) -> String {
     format!("<context-care>\n{}\n</context-care>", lines.join("\n"))
 }
 
+fn wrap_one(line: String) -> String {
+    wrap(&[line])
+}
+
 /// MV-LOOP: the shape with its count and share, whether the system stopped the output,
 /// then what to save before `context_rest`, and how to continue.
 pub fn loop_notice(
@@ -142,4 +146,67 @@ pub fn context_notice(locale: Locale) -> String {
             .map(|line| (*line).to_owned())
             .collect::<Vec<_>>(),
     )
+}
+
+/// MV-DONE(label): the last output used completion wording; this observes wording
+/// only; check the scope against the request, deliverables and verification records;
+/// continue authorised work that remains. Calm (GEN-3), wrapped in `<context-care>`.
+pub fn done_notice(locale: Locale, label: &str) -> String {
+    let lines = match locale {
+        Locale::En => [
+            format!(
+                "context-care observed that your last reply used completion wording such as \"{label}\". This is an observation of wording only, not a judgement of the work."
+            ),
+            "Check the scope against the request, the deliverables and the verification records."
+                .to_owned(),
+            "If authorised work remains, continue it; if everything is in place, say so briefly."
+                .to_owned(),
+        ],
+        Locale::Zh => [
+            format!(
+                "context-care 注意到你上一条回复使用了完成类措辞，例如“{label}”。这只是对措辞的观察，并不评判工作本身。"
+            ),
+            "请对照请求、交付物和验证记录核对范围。".to_owned(),
+            "如果仍有已获授权的工作未完成，请继续；如果都已就绪，简要说明即可。".to_owned(),
+        ],
+    };
+    wrap(&lines)
+}
+
+/// EX-1: the reminder after `count` identical calls with the same result.
+pub(crate) fn tool_loop_reminder(locale: Locale, tool: &str, count: u32) -> String {
+    wrap_one(match locale {
+        Locale::En => format!(
+            "You have called {tool} with the same arguments {count} times in a row and got the same result each time. Calling it again will not change the result: use the result you have, or change the approach."
+        ),
+        Locale::Zh => format!(
+            "你已经连续 {count} 次用相同参数调用 {tool}，每次结果都相同。再次调用不会改变结果：请使用已有结果，或换一种做法。"
+        ),
+    })
+}
+
+/// EX-1: the error result of a refused repeat call, citing the first result.
+pub(crate) fn tool_loop_refused(locale: Locale, tool: &str, count: u32, first_seq: u64) -> String {
+    match locale {
+        Locale::En => format!(
+            "context-care did not run this call: {tool} with these arguments already returned the same result {} times in a row (first at log seq {first_seq}). Use that result, or change the approach.",
+            count - 1
+        ),
+        Locale::Zh => format!(
+            "context-care 没有执行这次调用：{tool} 用这些参数已经连续 {} 次返回相同结果（首次在日志序号 {first_seq}）。请使用该结果，或换一种做法。",
+            count - 1
+        ),
+    }
+}
+
+/// EX-1: the pointer given when the repeated result was compacted away.
+pub(crate) fn tool_loop_pointer(locale: Locale, tool: &str, count: u32, first_seq: u64) -> String {
+    wrap_one(match locale {
+        Locale::En => format!(
+            "This is the {count}th identical call of {tool}. Its earlier result (log seq {first_seq}) was compacted: the checkpoint summarizes it, and session_search finds the original."
+        ),
+        Locale::Zh => format!(
+            "这是第 {count} 次相同的 {tool} 调用。它较早的结果（日志序号 {first_seq}）已被压缩：检查点对其做了摘要，session_search 可以找到原文。"
+        ),
+    })
 }
