@@ -101,11 +101,7 @@ pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> 
             "purpose": config.purpose.as_str(),
         },
         "system": config.system,
-        "tools": config.tools.iter().map(|tool| json!({
-            "name": tool.name,
-            "description": tool.description,
-            "input_schema": tool.input_schema,
-        })).collect::<Vec<_>>(),
+        "tools": config.tools,
         "adapter_defaults": {"max_output_tokens": call.route.max_output_tokens},
     });
     let fingerprint = header.to_string();

@@ -68,22 +68,11 @@ impl BudgetGate {
             },
         )
         .map_err(|invalid| LlmFailure::new(FailureCode::InvalidRequest, invalid.to_string()))?;
+        // `ToolSpec` serializes as `{name, description, input_schema}`.
         let tools: Value = if config.tools.is_empty() {
             Value::Null
         } else {
-            Value::Array(
-                config
-                    .tools
-                    .iter()
-                    .map(|tool| {
-                        json!({
-                            "name": tool.name,
-                            "description": tool.description,
-                            "input_schema": tool.input_schema,
-                        })
-                    })
-                    .collect(),
-            )
+            serde_json::to_value(&config.tools).unwrap_or(Value::Null)
         };
         let header = json!({
             "provider": route.provider,
