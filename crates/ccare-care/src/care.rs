@@ -249,6 +249,24 @@ impl Care {
         })
     }
 
+    /// Samples the session as it stands (no pending batch): its state ensured, the
+    /// journal flushed, the pricing frozen, the surface measured. What `context_status`
+    /// and the fresh report both start from.
+    pub(crate) async fn sample_now(
+        &self,
+        session: &ccare_session::Session,
+    ) -> Result<(Frozen, Measured), CareError> {
+        self.ensure_session(session).await?;
+        let frozen = self.freeze(session.id()).await?;
+        let view = session.derived_view();
+        let measured = self.measure(
+            &frozen,
+            view.messages.iter().map(|derived| &*derived.message),
+            std::iter::empty(),
+        )?;
+        Ok((frozen, measured))
+    }
+
     /// Samples the metrics (CC-MET-4): `retained` is the surface; the load adds the
     /// latest header's tools and `batch` (pending messages, the notice to come).
     pub(crate) fn measure<'m>(

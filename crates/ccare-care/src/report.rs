@@ -50,14 +50,7 @@ pub struct ContextReport {
 impl Care {
     /// Samples `session` now (flushing the journal first), changing nothing.
     pub(crate) async fn report(&self, session: &Session) -> Result<ContextReport, CareError> {
-        self.ensure_session(session).await?;
-        let frozen = self.freeze(session.id()).await?;
-        let view = session.derived_view();
-        let measured = self.measure(
-            &frozen,
-            view.messages.iter().map(|derived| &*derived.message),
-            std::iter::empty(),
-        )?;
+        let (frozen, measured) = self.sample_now(session).await?;
         let last_turn = session.with_log(|log| log.state().last_turn);
         let injected: Vec<Message> = session.with_log(|log| {
             let mut turn = 0;

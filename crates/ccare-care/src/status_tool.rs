@@ -64,18 +64,7 @@ impl Tool for StatusTool {
             let internal = |error: crate::care::CareError| {
                 ToolFailure::new(codes::INTERNAL, error.to_string())
             };
-            care.ensure_session(&context.session)
-                .await
-                .map_err(internal)?;
-            let frozen = care.freeze(&id).await.map_err(internal)?;
-            let view = context.session.derived_view();
-            let measured = care
-                .measure(
-                    &frozen,
-                    view.messages.iter().map(|derived| &*derived.message),
-                    std::iter::empty(),
-                )
-                .map_err(internal)?;
+            let (_, measured) = care.sample_now(&context.session).await.map_err(internal)?;
             care.samples.set(
                 &id,
                 UiSample {
