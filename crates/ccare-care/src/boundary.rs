@@ -16,7 +16,7 @@ use ccare_agent::{
 use ccare_core::{ContentBlock, Extra, Message, PluginSource, Source};
 use serde_json::{Value, json};
 
-use crate::budget::assess;
+use crate::budget::{BudgetPhase, assess};
 use crate::care::{Care, Measured, UiSample};
 use crate::maintenance::{AutoBand, RestOutcome};
 use crate::metrics::ContextCareMetrics;
@@ -215,10 +215,31 @@ impl Boundary {
             now_ms: context.hook.clock.now_ms(),
         };
         let mut withdraw = Vec::new();
-        let mut outcome: Option<(&'static str, &'static str)> = None;
+        // The rest's outcome, then the automatic band; both when a rest falls through.
+        let mut outcomes: Vec<(&'static str, &'static str)> = Vec::new();
         let rest_texts_ = rest_texts(care.locale);
+        // CC-BND-1 step 7: automatic maintenance while armed (CC-HYS-1, CC-MNT-6).
+        let (maintenance_, frozen_) = (&maintenance, &frozen);
+        let automatic = |measured: Measured| async move {
+            let armed = care.with_session(id, |state| {
+                state
+                    .controller
+                    .observe_budget(measured.load, measured.budget.as_ref())
+                    .is_armed()
+            });
+            if !armed {
+                return (measured, None);
+            }
+            let (passes, after) = care.automatic(maintenance_, frozen_, measured).await;
+            let band = (passes > 0)
+                .then_some(after.budget.as_ref())
+                .flatten()
+                .map(|budget| AutoBand::of(after.load, budget));
+            (after, band)
+        };
         let measured = if let Some(rest) = rest {
-            // A requested rest (CC-BND-1 step 8); the automatic loop does not run.
+            // A requested rest (CC-BND-1 step 8); the automatic loop does not run, except
+            // as the fall-through below.
             let deep = is_deep(rest);
             let reduced_here = generation_at_start
                 .is_some_and(|start| start != session.derived_view().replace_generation);
@@ -231,34 +252,38 @@ impl Boundary {
             if leaves && let Some(index) = rest_index {
                 withdraw.push(index);
             }
-            outcome = Some((result.id(), result.line(rest_texts_)));
+            outcomes.push((result.id(), result.line(rest_texts_)));
             let remaining: Vec<Message> = batch
                 .iter()
                 .enumerate()
                 .filter(|(index, _)| !(leaves && Some(*index) == rest_index))
                 .map(|(_, message)| message.clone())
                 .collect();
-            measure(&remaining, None)?
-        } else if measured.budget.is_some() {
-            // CC-BND-1 step 7: automatic maintenance while armed (CC-HYS-1, CC-MNT-6).
-            let armed = care.with_session(id, |state| {
-                state
-                    .controller
-                    .observe_budget(measured.load, measured.budget.as_ref())
-                    .is_armed()
-            });
-            if armed {
-                let (passes, after) = care.automatic(&maintenance, &frozen, measured).await;
-                if passes > 0
-                    && let Some(budget) = after.budget.as_ref()
-                {
-                    let band = AutoBand::of(after.load, budget);
-                    outcome = Some((band.id(), band.line(auto_texts(care.locale))));
+            let after_rest = measure(&remaining, None)?;
+            // CC-DEF-6: a rest that did nothing (R4-R6) while the request is over H
+            // falls through to the automatic loop, and both outcomes are reported.
+            let over_hard =
+                assess(after_rest.load, after_rest.budget.as_ref()).phase == BudgetPhase::Hard;
+            if over_hard
+                && matches!(
+                    result,
+                    RestOutcome::NoProvider | RestOutcome::NoProposal | RestOutcome::MemoHit
+                )
+            {
+                let (after, band) = automatic(after_rest).await;
+                if let Some(band) = band {
+                    outcomes.push((band.id(), band.line(auto_texts(care.locale))));
                 }
                 after
             } else {
-                measured
+                after_rest
             }
+        } else if measured.budget.is_some() {
+            let (after, band) = automatic(measured).await;
+            if let Some(band) = band {
+                outcomes.push((band.id(), band.line(auto_texts(care.locale))));
+            }
+            after
         } else {
             care.with_session(id, |state| {
                 state.controller.observe_budget(measured.load, None);
@@ -272,17 +297,27 @@ impl Boundary {
             .filter(|(index, _)| !withdraw.contains(index))
             .map(|(_, message)| message.clone())
             .collect();
+        let outcome_lines = outcomes
+            .iter()
+            .map(|(_, line)| *line)
+            .collect::<Vec<_>>()
+            .join("\n");
         let parts = StatusParts {
             report: rest.is_some() || care.enabled(id, "state", "report"),
             advice: care.enabled(id, "state", "advice"),
-            outcome: outcome.map(|(_, line)| line),
+            outcome: (!outcomes.is_empty()).then_some(outcome_lines.as_str()),
         };
         let trace = |measured: &Measured| {
-            json!({
+            let mut trace = json!({
                 "trigger": if rest.is_some() { "rest-result" } else { "budget-state" },
                 "budget": assess(measured.load, measured.budget.as_ref()),
-                "outcome": outcome.map(|(id, _)| id),
-            })
+                "outcome": outcomes.first().map(|(id, _)| *id),
+            });
+            if let (Some(object), Some((fallthrough, _))) = (trace.as_object_mut(), outcomes.get(1))
+            {
+                object.insert("automaticOutcome".to_owned(), json!(fallthrough));
+            }
+            trace
         };
         // Price the exact notice (CC-NTC-2, CC-DEF-4): sample without it, then with it;
         // the second text is what the model sees.
@@ -313,7 +348,7 @@ impl Boundary {
             .find(|derived| plugin_kind(&derived.message) == Some(STATE_SOURCE))
             .and_then(|derived| first_text(&derived.message));
         let notices = if text.is_empty()
-            || (rest.is_none() && outcome.is_none() && last == Some(text.as_str()))
+            || (rest.is_none() && outcomes.is_empty() && last == Some(text.as_str()))
         {
             Vec::new()
         } else {

@@ -85,10 +85,14 @@ pub(crate) struct SessionCare {
     pub(crate) last_dispatch: Option<DispatchSnapshot>,
     /// Overflow recoveries since the last idle or committed answer (CC-OVF-1).
     pub(crate) overflow_retries: u64,
+    /// The session's maintenance queue (CC-SER-1): prune, summary, deep rest and
+    /// overflow work on one session run one at a time, in arrival order (tokio's mutex
+    /// is fair); sessions are independent.
+    pub(crate) queue: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// A conversation request as the gate priced it, for the overflow proof (CC-OVF-3).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct DispatchSnapshot {
     /// The session's log head when it was built (`logRevision`).
     pub(crate) log_revision: u64,
@@ -100,15 +104,34 @@ pub(crate) struct DispatchSnapshot {
     pub(crate) other_tokens: u64,
     /// Its route's hard input budget, when known.
     pub(crate) hard_input: Option<i64>,
+    /// The pricing it was checked on; recovery prices on it (CC-OVF-2: "on the frozen
+    /// dispatch pricing"), so the proof compares like with like. `None` only where a
+    /// snapshot is built by hand (tests).
+    pub(crate) frozen: Option<Frozen>,
 }
 
 /// A pricing frozen for one action (CC-PRC-4) with what the journal says of the latest
 /// conversation request's header.
+#[derive(Clone)]
 pub(crate) struct Frozen {
     pub(crate) meter: Meter,
     pub(crate) pricing: FrozenPricing,
     /// The unscaled tool tokens of the latest conversation request (0 before the first).
     pub(crate) tools_raw: u64,
+    /// The calibration header key of the latest conversation request (route, sampling,
+    /// tools), `None` before the first; part of the no-useful-range memo (CC-MNT-5).
+    pub(crate) header_key: Option<String>,
+}
+
+impl std::fmt::Debug for Frozen {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Frozen")
+            .field("pricing", &self.pricing)
+            .field("tools_raw", &self.tools_raw)
+            .field("header_key", &self.header_key)
+            .finish_non_exhaustive()
+    }
 }
 
 /// One sample of a session: the metrics and what they came from.
@@ -135,6 +158,8 @@ pub(crate) struct Care {
     pub(crate) lifetime: ccare_llm::CancellationToken,
     pub(crate) sessions: Mutex<HashMap<SessionId, SessionCare>>,
     pub(crate) samples: Samples,
+    /// The summary repair hooks, tried in order after a failed summary call (CC-SUM-4).
+    pub(crate) repairs: Vec<Arc<dyn crate::repair::SummaryRepair>>,
 }
 
 impl Care {
@@ -191,6 +216,7 @@ impl Care {
                 generation_at_boundary: None,
                 last_dispatch: None,
                 overflow_retries: 0,
+                queue: Arc::default(),
             });
         Ok(())
     }
@@ -231,8 +257,8 @@ impl Care {
         let meter = meter_for(self.route.as_deref())?;
         let (header_key, tools_raw) = latest_header(&entries);
         let records: Vec<CalibrationRecord> = entries.iter().map(calibration_record).collect();
-        let basis = match header_key {
-            Some(key) => calibrate(&records, &key, meter.basis().into()),
+        let basis = match &header_key {
+            Some(key) => calibrate(&records, key, meter.basis().into()),
             None if records.is_empty() => PricingBasis::meter_estimate(&meter),
             None => PricingBasis::UncalibratedEstimate,
         };
@@ -246,6 +272,7 @@ impl Care {
             meter,
             pricing,
             tools_raw,
+            header_key,
         })
     }
 

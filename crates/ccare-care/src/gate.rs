@@ -124,6 +124,12 @@ impl BudgetGate {
                 surface_tokens,
                 other_tokens: q.saturating_sub(surface_tokens),
                 hard_input: budget.as_ref().map(|budget| budget.hard_input),
+                frozen: Some(crate::care::Frozen {
+                    meter: meter.clone(),
+                    pricing: frozen.clone(),
+                    tools_raw: price.tools,
+                    header_key: Some(header_key.clone()),
+                }),
             };
             self.care.with_session(context.session.id(), |state| {
                 state.last_dispatch = Some(snapshot);

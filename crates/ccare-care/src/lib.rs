@@ -26,7 +26,9 @@
 //! The mounted plugin ([`ContextCare`]) wires them to the host: [`journal`] (the
 //! request journal in its storage domain, CC-JNL), the request gate (CC-BUD-6), the
 //! [`boundary`] (CC-BND, the status notice CC-NTC), and the tools `context_status` and
-//! [`rest_tool`] `context_rest` (CC-TOOL).
+//! [`rest_tool`] `context_rest` (CC-TOOL). A host may register [`SummaryRepair`] hooks
+//! ([`ContextCare::with_summary_repair`]) that repair a failed summary call's selection
+//! (CC-SUM-4).
 //!
 //! ```
 //! use ccare_care::budget::{self, BudgetPhase, RouteInfo};
@@ -66,6 +68,7 @@ mod plugin;
 pub mod pricing;
 pub mod range;
 pub mod range_nodes;
+mod repair;
 pub mod report;
 pub mod rest_tool;
 mod status_tool;
@@ -75,5 +78,6 @@ pub mod texts;
 pub use boundary::STATE_SOURCE;
 pub use care::{CareError, UiSample};
 pub use plugin::{ContextCare, RouteSnapshot};
+pub use repair::{RepairAttempt, RepairError, RepairRejection, RepairRequest, SummaryRepair};
 pub use rest_tool::{CONTEXT_REST, REQUEST_SOURCE};
 pub use status_tool::CONTEXT_STATUS;

@@ -113,7 +113,18 @@ impl Care {
     }
 
     /// CC-MNT-5 `proposalKey`: the selected messages (own ones left out) with their
-    /// prices, the scale, the route and the summary policy.
+    /// unscaled prices, the scale to two decimals, the route, the conversation header
+    /// and the summary policy.
+    ///
+    /// The prices are the meter's, before the calibrated scale, and the scale is rounded:
+    /// each settled request recalibrates the scale, and a provider's count moves by a
+    /// fraction of a percent from one request to the next. Keyed exactly, the memo would
+    /// never hold with a real provider; a real change of scale still re-runs.
+    ///
+    /// The spec also keys on the scoped-prompt config because its summary request
+    /// carries the conversation's scoped prompts; ccare's summary request is a transcript
+    /// of the selection alone (summary.rs), so scoped prompts cannot change its outcome
+    /// and are left out: a prompt change alone does not re-run a futile summary.
     fn proposal_key(
         &self,
         session: &Session,
@@ -121,27 +132,31 @@ impl Care {
         range: SeqRange,
         frozen: &Frozen,
     ) -> String {
+        let pricer = frozen.pricing.pricer(&frozen.meter).ok();
+        let seqs = range.seqs(nodes);
         let view = session.derived_view();
         let selected: Vec<Value> = view
             .messages
             .iter()
-            .filter(|derived| derived.seq >= range.start && derived.seq <= range.end)
+            .filter(|derived| seqs.contains(&derived.seq))
             .filter(|derived| !crate::range_nodes::is_own(&derived.message))
             .map(|derived| {
-                let tokens = nodes
-                    .iter()
-                    .find(|node| node.seq == derived.seq)
-                    .map_or(0, |node| node.tokens);
+                let price = pricer
+                    .as_ref()
+                    .and_then(|pricer| pricer.message(&derived.message).ok())
+                    .map(|price| json!([price.text, price.visual]));
                 json!({
                     "seq": derived.seq,
                     "message": serde_json::to_value(&*derived.message).unwrap_or(Value::Null),
-                    "tokens": tokens,
+                    "price": price,
                 })
             })
             .collect();
+        let scale = (frozen.pricing.text_scale().as_f64() * 100.0).round() / 100.0;
         crate::pricing::content_hash(&json!({
             "selected": selected,
-            "scale": frozen.pricing.text_scale().as_f64(),
+            "scale": scale,
+            "header": frozen.header_key,
             "route": self.route.as_deref().map(|route| format!("{}/{}", route.provider, route.model)),
             "summary": {
                 "provider": self.config.summary.provider,
@@ -159,6 +174,63 @@ impl Care {
             }),
             Err(_) => false,
         }
+    }
+
+    /// Waits for this session's turn in the maintenance queue (CC-SER-1). The wait ends
+    /// with `ABORTED` when the caller cancels or the plugin is unmounted (the signal is
+    /// any(caller, lifetime)); the guard keeps the queue until it is dropped.
+    pub(crate) async fn enter_queue(
+        &self,
+        context: &Context<'_>,
+    ) -> Result<tokio::sync::OwnedMutexGuard<()>, SummaryFailure> {
+        let queue = self.with_session(context.session.id(), |state| {
+            std::sync::Arc::clone(&state.queue)
+        });
+        let aborted = |message: &str| SummaryFailure {
+            code: "ABORTED".to_owned(),
+            message: message.to_owned(),
+        };
+        tokio::select! {
+            guard = queue.lock_owned() => {
+                if self.lifetime.is_cancelled() {
+                    Err(aborted("context-care was unmounted"))
+                } else {
+                    Ok(guard)
+                }
+            }
+            () = self.lifetime.cancelled() => Err(aborted("context-care was unmounted")),
+            () = context.cancel.cancelled() => Err(aborted("the caller cancelled")),
+        }
+    }
+
+    /// CC-SUM-1 / A29: a summary that would have run over `range` is refused at
+    /// execution because `control` (`maintenance.summary` or `overflow.summary`) is off;
+    /// journaled as `CONTROL_DISABLED` (CC-JNL-3), and nothing runs.
+    pub(crate) async fn journal_control_disabled(
+        &self,
+        session: &Session,
+        reason: &'static str,
+        range: SeqRange,
+        control: &str,
+        now_ms: i64,
+    ) {
+        let operation_id = uuid::Uuid::now_v7().to_string();
+        self.record(
+            session,
+            &operation_id,
+            now_ms,
+            json!({
+                "operationId": operation_id,
+                "action": "summary",
+                "reason": reason,
+                "phase": "failed",
+                "outcome": "failed",
+                "beforeSeq": session.head(),
+                "sourceSeqs": [range.start, range.end],
+                "error": {"code": "CONTROL_DISABLED", "message": format!("{control} is off")},
+            }),
+        )
+        .await;
     }
 
     async fn record(&self, session: &Session, operation_id: &str, at: i64, data: Value) {
@@ -213,6 +285,7 @@ impl Care {
         reason: &'static str,
         selection: Value,
     ) -> Result<Committed, SummaryFailure> {
+        let _queue = self.enter_queue(context).await?;
         let operation_id = uuid::Uuid::now_v7().to_string();
         let key = self.proposal_key(context.session, nodes, range, frozen);
         let before_seq = context.session.head();
@@ -222,7 +295,7 @@ impl Care {
             "reason": reason,
             "phase": "started",
             "beforeSeq": before_seq,
-            "sourceSeqs": nodes.iter().filter(|node| node.seq >= range.start && node.seq <= range.end).map(|node| node.seq).collect::<Vec<_>>(),
+            "sourceSeqs": range.seqs(nodes),
             "proposalKey": key,
             "selection": selection,
         });
@@ -237,8 +310,13 @@ impl Care {
             operation_id: &operation_id,
             cancel: context.cancel.clone(),
         };
-        let result = self.summarize(&run, nodes, range, min_fresh).await;
+        let (result, repairs) = self
+            .summarize_with_repairs(&run, nodes, range, min_fresh)
+            .await;
         if let Some(object) = data.as_object_mut() {
+            if !repairs.is_empty() {
+                object.insert("repairs".to_owned(), json!(repairs));
+            }
             match &result {
                 Ok(committed) => {
                     object.insert("phase".to_owned(), json!("committed"));
@@ -291,18 +369,21 @@ impl Care {
         frozen: &Frozen,
         reason: &'static str,
     ) -> usize {
+        let Ok(_queue) = self.enter_queue(context).await else {
+            return 0;
+        };
         let session = context.session;
         let view = session.derived_view();
+        // Positions, not seqs: a replaced node carries a newer seq than those after it.
         let last_assistant = view
             .messages
             .iter()
-            .rev()
-            .find(|derived| derived.role == ccare_core::Role::Assistant)
-            .map_or(0, |derived| derived.seq);
+            .rposition(|derived| derived.role == ccare_core::Role::Assistant)
+            .unwrap_or(0);
         let events: Vec<(u64, ToolResult)> = view
             .messages
             .iter()
-            .filter(|derived| derived.seq < last_assistant)
+            .take(last_assistant)
             .filter_map(|derived| {
                 let event = session.with_log(|log| log.event_at(derived.seq).cloned())?;
                 if event.kind() != ccare_core::kinds::TOOL_RESULT {
@@ -436,22 +517,12 @@ impl Care {
                 // CC-SUM-1 / A29: the gate is at execution; a summary that would have
                 // run is journaled as CONTROL_DISABLED, and nothing runs.
                 if let Ok(Some(proposal)) = propose(&nodes, &self.rank_input(&measured, true)) {
-                    let operation_id = uuid::Uuid::now_v7().to_string();
-                    let range = proposal.candidate.range();
-                    self.record(
+                    self.journal_control_disabled(
                         session,
-                        &operation_id,
+                        "automatic",
+                        proposal.candidate.range(),
+                        "maintenance.summary",
                         context.now_ms,
-                        json!({
-                            "operationId": operation_id,
-                            "action": "summary",
-                            "reason": "automatic",
-                            "phase": "failed",
-                            "outcome": "failed",
-                            "beforeSeq": session.head(),
-                            "sourceSeqs": [range.start, range.end],
-                            "error": {"code": "CONTROL_DISABLED", "message": "maintenance.summary is off"},
-                        }),
                     )
                     .await;
                 }
@@ -546,6 +617,36 @@ impl Care {
         }
     }
 
+    /// A deep rest refused before anything was written: journaled as a failed
+    /// `deep-rest` (CC-DEEP-2 "audited as deep-rest, requested"), then returned.
+    async fn deep_refused(
+        &self,
+        context: &Context<'_>,
+        operation_id: &str,
+        shadowed: &[u64],
+        error: SummaryFailure,
+    ) -> Result<(), SummaryFailure> {
+        let session = context.session;
+        self.record(
+            session,
+            operation_id,
+            context.now_ms,
+            json!({
+                "operationId": operation_id,
+                "action": "deep-rest",
+                "reason": "requested",
+                "phase": "failed",
+                "outcome": "failed",
+                "beforeSeq": session.head(),
+                "afterSeq": session.head(),
+                "sourceSeqs": shadowed,
+                "error": error_value(&error),
+            }),
+        )
+        .await;
+        Err(error)
+    }
+
     /// CC-DEEP-2: the handoff (the rest message's text) replaces the clearable history
     /// without a model call, only if it is smaller.
     async fn deep_rest(
@@ -556,14 +657,26 @@ impl Care {
         shadowed: &[u64],
         rest: &Message,
     ) -> Result<(), SummaryFailure> {
+        let _queue = self.enter_queue(context).await?;
         let session = context.session;
+        // CC-DEEP-2 is synchronous from the checks to the last append: everything that
+        // needs an await (the queue, the done-ledger) comes first.
+        let ledger = self
+            .ledger
+            .current(session.id())
+            .await
+            .ok()
+            .and_then(|items| crate::ledger::render_ledger(&items));
         let operation_id = uuid::Uuid::now_v7().to_string();
         let failure = |code: &str, message: &str| SummaryFailure {
             code: code.to_owned(),
             message: message.to_owned(),
         };
         if session.with_log(|log| log.state().open_compaction.is_some()) {
-            return Err(failure("COMPACTION_BUSY", "a compaction is still open"));
+            let error = failure("COMPACTION_BUSY", "a compaction is still open");
+            return self
+                .deep_refused(context, &operation_id, shadowed, error)
+                .await;
         }
         let live: Vec<u64> = session
             .derived_view()
@@ -573,24 +686,24 @@ impl Care {
             .filter(|seq| shadowed.contains(seq))
             .collect();
         if live != shadowed {
-            return Err(failure(
+            let error = failure(
                 "HANDOFF_SOURCE_CHANGED",
                 "handoff source changed; history retained",
-            ));
+            );
+            return self
+                .deep_refused(context, &operation_id, shadowed, error)
+                .await;
         }
         let (Some(&start_seq), Some(&end_seq)) = (shadowed.first(), shadowed.last()) else {
-            return Err(failure("NOTHING_TO_CLEAR", "nothing to clear"));
+            let error = failure("NOTHING_TO_CLEAR", "nothing to clear");
+            return self
+                .deep_refused(context, &operation_id, shadowed, error)
+                .await;
         };
         let compaction_id = uuid::Uuid::now_v7().to_string();
         let handoff = rest.joined_text("\n");
         let mut blocks = vec![ContentBlock::text(handoff.clone())];
-        if let Some(ledger) = self
-            .ledger
-            .current(session.id())
-            .await
-            .ok()
-            .and_then(|items| crate::ledger::render_ledger(&items))
-        {
+        if let Some(ledger) = ledger {
             blocks.push(ContentBlock::text(ledger));
         }
         let mut replacement = Message::from_blocks(blocks);
@@ -614,6 +727,15 @@ impl Care {
             .iter()
             .filter(|node| shadowed.contains(&node.seq))
             .map(|node| node.tokens)
+            .sum();
+        // `shadowedTokenCount` is the meter's (unscaled) sum (CC-DEEP-2).
+        let heuristic: u64 = session
+            .derived_view()
+            .messages
+            .iter()
+            .filter(|derived| shadowed.contains(&derived.seq))
+            .filter_map(|derived| pricer.message(&derived.message).ok())
+            .map(|price| price.text + price.visual)
             .sum();
         let before_seq = session.head();
         let mut data = json!({
@@ -661,7 +783,7 @@ impl Care {
                     "summary": handoff,
                     "shadowed_range": [start_seq, end_seq],
                     "shadowed_seqs": shadowed,
-                    "shadowed_tokens": selected,
+                    "shadowed_tokens": heuristic,
                     "provider": route.map_or("", |route| route.provider.as_str()),
                     "model": route.map_or("", |route| route.model.as_str()),
                 }) {
@@ -778,3 +900,7 @@ pub fn prune_text(text: &str) -> String {
         "{head}\n[… {removed} characters pruned by context-care; the full result stays in the session log (session_search) …]\n{tail}"
     )
 }
+
+#[cfg(test)]
+#[path = "maintenance_tests.rs"]
+mod tests;

@@ -57,6 +57,29 @@ pub(crate) fn replaced_a_failed_source(session: &Session, failed: &DispatchSnaps
     })
 }
 
+/// CC-OVF-3: whether a retry is justified, given (a) `replaced` (see
+/// [`replaced_a_failed_source`]) and `current`, the price of the surface messages now
+/// on the failed request's frozen basis. All of:
+///
+/// - (a) a failed source was replaced since the failure;
+/// - (b) the history really got smaller: `current` is below the failed request's
+///   surface price (a replacement that saves nothing would retry into the same wall);
+/// - (c) after a local refusal (`REQUEST_BUDGET_EXCEEDED`), the rebuilt request's Q
+///   (everything else the failed request carried plus `current`) is within the hard
+///   input budget `H` it was refused against, so the retry is not refused again on
+///   the spot. An unknown `H` cannot refuse, and a provider's refusal has no local `H`
+///   to check: (b) is all the evidence there is.
+///
+/// Pure, so the spec's vectors can be checked without a session.
+fn proof_holds(replaced: bool, current: u64, failed: &DispatchSnapshot, code: FailureCode) -> bool {
+    let progressed = replaced && current < failed.surface_tokens;
+    let fits = code != FailureCode::RequestBudgetExceeded
+        || failed.hard_input.is_none_or(|hard| {
+            i64::try_from(failed.other_tokens.saturating_add(current)).unwrap_or(i64::MAX) <= hard
+        });
+    progressed && fits
+}
+
 impl OverflowRecovery {
     async fn recover(
         &self,
@@ -66,9 +89,10 @@ impl OverflowRecovery {
         let care = &self.care;
         let session = &context.session;
         let id = session.id();
-        let budget_exceeded = failure.code == FailureCode::RequestBudgetExceeded;
-        if !(budget_exceeded || failure.code == FailureCode::ContextWindowExceeded)
-            || context.cancel.is_cancelled()
+        if !matches!(
+            failure.code,
+            FailureCode::RequestBudgetExceeded | FailureCode::ContextWindowExceeded
+        ) || context.cancel.is_cancelled()
         {
             return Ok(RequestErrorDecision::Pass);
         }
@@ -93,7 +117,11 @@ impl OverflowRecovery {
         if !allowed {
             return Ok(RequestErrorDecision::Pass);
         }
-        let frozen = care.freeze(id).await?;
+        // CC-OVF-2: on the frozen dispatch pricing, as the failed request was priced.
+        let frozen = match failed.frozen.clone() {
+            Some(frozen) => frozen,
+            None => care.freeze(id).await?,
+        };
         let maintenance = Context {
             session,
             batch: &[],
@@ -104,23 +132,35 @@ impl OverflowRecovery {
         if care.enabled(id, "overflow", "prune") {
             care.prune(&maintenance, &frozen, "overflow").await;
         }
-        if care.llm.is_some() && care.route.is_some() && care.enabled(id, "overflow", "summary") {
+        if care.llm.is_some() && care.route.is_some() {
             let view = session.derived_view();
             if let Ok(nodes) = nodes(&view, &frozen)
                 && let Ok(Some(range)) = select_rest_range(&nodes, 0, 0)
             {
-                // Errors are journaled by the action; the proof is still checked.
-                let _ = care
-                    .summary_over(
-                        &maintenance,
-                        &frozen,
-                        &nodes,
-                        range,
-                        0,
+                if care.enabled(id, "overflow", "summary") {
+                    // Errors are journaled by the action; the proof is still checked.
+                    let _ = care
+                        .summary_over(
+                            &maintenance,
+                            &frozen,
+                            &nodes,
+                            range,
+                            0,
+                            "overflow",
+                            Value::Null,
+                        )
+                        .await;
+                } else {
+                    // CC-SUM-1: refused at execution, journaled.
+                    care.journal_control_disabled(
+                        session,
                         "overflow",
-                        Value::Null,
+                        range,
+                        "overflow.summary",
+                        maintenance.now_ms,
                     )
                     .await;
+                }
             }
         }
         let view = session.derived_view();
@@ -137,14 +177,10 @@ impl OverflowRecovery {
             })
             .map(|price| price.q())
             .map_err(|error| crate::care::CareError::Pricing(error.to_string()))?;
-        let progressed =
-            replaced_a_failed_source(session, &failed) && current < failed.surface_tokens;
-        let fits = !budget_exceeded
-            || failed.hard_input.is_none_or(|hard| {
-                i64::try_from(failed.other_tokens.saturating_add(current)).unwrap_or(i64::MAX)
-                    <= hard
-            });
-        if progressed && fits && care.enabled(id, "overflow", "retry") {
+        let replaced = replaced_a_failed_source(session, &failed);
+        if proof_holds(replaced, current, &failed, failure.code)
+            && care.enabled(id, "overflow", "retry")
+        {
             Ok(RequestErrorDecision::Retry)
         } else {
             Ok(RequestErrorDecision::Pass)
@@ -220,6 +256,7 @@ mod tests {
             surface_tokens: 100,
             other_tokens: 0,
             hard_input: None,
+            frozen: None,
         }
     }
 
@@ -276,5 +313,85 @@ mod tests {
             &session,
             &failed(vec![a, b], revision)
         ));
+    }
+
+    /// CC-OVF-3's vector failure `{logRevision 10, sources [1,2], cost 100}`, carrying
+    /// `other_tokens` besides its surface and refused against `hard_input`.
+    fn vector_failure(other_tokens: u64, hard_input: Option<i64>) -> DispatchSnapshot {
+        DispatchSnapshot {
+            other_tokens,
+            hard_input,
+            ..failed(vec![1, 2], 10)
+        }
+    }
+
+    /// Whether a retry is proved after `code`, with a failed source replaced (a) and
+    /// the surface now priced at `current`.
+    fn check(current: u64, failed: &DispatchSnapshot, code: FailureCode) -> bool {
+        proof_holds(/*replaced*/ true, current, failed, code)
+    }
+
+    #[test]
+    fn cc_ovf_3_b_a_replace_that_halves_the_cost_is_progress() {
+        let failed = vector_failure(0, None);
+        assert!(check(50, &failed, FailureCode::ContextWindowExceeded));
+        assert!(check(99, &failed, FailureCode::ContextWindowExceeded));
+    }
+
+    #[test]
+    fn cc_ovf_3_b_a_replace_that_saves_nothing_is_not_progress() {
+        let failed = vector_failure(0, None);
+        assert!(!check(100, &failed, FailureCode::ContextWindowExceeded));
+        assert!(!check(150, &failed, FailureCode::ContextWindowExceeded));
+        assert!(!check(100, &failed, FailureCode::RequestBudgetExceeded));
+    }
+
+    #[test]
+    fn cc_ovf_3_a_a_smaller_history_without_a_replace_is_not_progress() {
+        let failed = vector_failure(0, None);
+        assert!(!proof_holds(
+            /*replaced*/ false,
+            50,
+            &failed,
+            FailureCode::ContextWindowExceeded
+        ));
+    }
+
+    #[test]
+    fn cc_ovf_3_c_a_budget_refusal_retries_when_the_rebuilt_q_is_within_h() {
+        // Q = other 30 + current 50 = 80.
+        let at_h = vector_failure(30, Some(80));
+        assert!(check(50, &at_h, FailureCode::RequestBudgetExceeded));
+        let below_h = vector_failure(30, Some(1_000));
+        assert!(check(50, &below_h, FailureCode::RequestBudgetExceeded));
+    }
+
+    #[test]
+    fn cc_ovf_3_c_a_budget_refusal_does_not_retry_when_the_rebuilt_q_exceeds_h() {
+        // Q = 80 > H = 79, although the history shrank (b holds).
+        let failed = vector_failure(30, Some(79));
+        assert!(!check(50, &failed, FailureCode::RequestBudgetExceeded));
+        // Everything else alone is over H.
+        let others_over = vector_failure(200, Some(100));
+        assert!(!check(1, &others_over, FailureCode::RequestBudgetExceeded));
+    }
+
+    #[test]
+    fn cc_ovf_3_c_a_budget_refusal_with_unknown_h_retries() {
+        let failed = vector_failure(30, None);
+        assert!(check(50, &failed, FailureCode::RequestBudgetExceeded));
+    }
+
+    #[test]
+    fn cc_ovf_3_c_only_applies_to_budget_refusals() {
+        // A provider's refusal is not held to the local H: (b) is the proof.
+        let failed = vector_failure(30, Some(79));
+        assert!(check(50, &failed, FailureCode::ContextWindowExceeded));
+    }
+
+    #[test]
+    fn cc_ovf_3_c_a_huge_q_saturates_instead_of_wrapping() {
+        let failed = vector_failure(u64::MAX, Some(i64::MAX - 1));
+        assert!(!check(50, &failed, FailureCode::RequestBudgetExceeded));
     }
 }

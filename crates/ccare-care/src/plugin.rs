@@ -1,10 +1,10 @@
 //! The `context-care` plugin as mounted: its configuration, its controls source, the
 //! request gate with the request journal (CC-BUD-6, CC-JNL-2), the boundary with its
-//! status notice (CC-BND, CC-NTC), and the tools `context_status` and `context_rest`
-//! (CC-TOOL).
+//! status notice and maintenance (CC-BND, CC-NTC, CC-MNT), overflow recovery (CC-OVF),
+//! the tools `context_status`, `context_rest` and `ledger` (CC-TOOL, CC-EXT-2), and the
+//! summary repair hooks a host registers (CC-SUM-4).
 //!
-//! Mounted by `[plugins.context-care]`. Maintenance (prune, summaries, deep rest,
-//! overflow recovery) is not part of this build yet.
+//! Mounted by `[plugins.context-care]`.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -23,6 +23,7 @@ use crate::config::CareConfig;
 use crate::gate::{BudgetGate, JournalFlush};
 use crate::guidance::Guidance;
 use crate::journal::RequestJournal;
+use crate::repair::SummaryRepair;
 use crate::report::ContextReport;
 use crate::rest_tool::RestTool;
 use crate::status_tool::StatusTool;
@@ -38,7 +39,8 @@ pub struct ContextCare {
     route: Option<Arc<RouteSnapshot>>,
     locale: Locale,
     samples: Samples,
-    mounted: Arc<OnceLock<Arc<Care>>>,
+    pub(crate) mounted: Arc<OnceLock<Arc<Care>>>,
+    repairs: Vec<Arc<dyn SummaryRepair>>,
 }
 
 impl std::fmt::Debug for ContextCare {
@@ -48,6 +50,14 @@ impl std::fmt::Debug for ContextCare {
             .field("route", &self.route)
             .field("locale", &self.locale)
             .field("mounted", &self.mounted.get().is_some())
+            .field(
+                "summary_repairs",
+                &self
+                    .repairs
+                    .iter()
+                    .map(|repair| repair.name())
+                    .collect::<Vec<_>>(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -89,6 +99,15 @@ impl ContextCare {
     #[must_use]
     pub fn with_locale(mut self, locale: Locale) -> Self {
         self.locale = locale;
+        self
+    }
+
+    /// The plugin with one more summary repair hook (CC-SUM-4), tried after the ones
+    /// registered before it when a summary call fails. Hooks registered after the
+    /// plugin was mounted take effect at its next mount.
+    #[must_use]
+    pub fn with_summary_repair(mut self, repair: Arc<dyn SummaryRepair>) -> Self {
+        self.repairs.push(repair);
         self
     }
 }
@@ -145,6 +164,7 @@ impl Plugin for ContextCare {
             lifetime: scope.lifetime(),
             sessions: Mutex::new(HashMap::new()),
             samples: self.samples.clone(),
+            repairs: self.repairs.clone(),
         });
         scope.tool(Arc::new(StatusTool::new(Arc::clone(&care))))?;
         scope.request(Arc::new(Guidance {

@@ -112,6 +112,21 @@ pub struct SeqRange {
     pub end: u64,
 }
 
+impl SeqRange {
+    /// The seqs of the nodes in this span, in surface order; empty when either end is
+    /// not a node or the ends are out of order. Seqs are never compared numerically: a
+    /// replaced node carries a newer seq than the nodes after it.
+    pub fn seqs(self, nodes: &[RangeNode]) -> Vec<u64> {
+        let position_of = |seq: u64| nodes.iter().position(|node| node.seq == seq);
+        match (position_of(self.start), position_of(self.end)) {
+            (Some(start), Some(end)) if start <= end => {
+                nodes[start..=end].iter().map(|node| node.seq).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl fmt::Display for SeqRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}..{}", self.start, self.end)

@@ -12,6 +12,13 @@
 //! tools) followed by the instruction. It must fit the summary route's own hard input
 //! budget (CC-BUD-5); the largest balanced candidate that fits is summarized, and a
 //! context-window refusal moves to the next smaller one within `summary.max_retries`.
+//!
+//! A failed call is first offered to the registered repair hooks (CC-SUM-4,
+//! [`crate::SummaryRepair`]): a repair the surface proves (inside the selection, cheaper)
+//! re-selects the repaired span at minFresh 0 and the transaction tries again from
+//! its largest fitting candidate. Every attempt is returned to the caller for the
+//! action's journal record, and a committed summary lists them in `compaction/summary`
+//! (`repairs`).
 
 use ccare_core::kinds::{CompactionEnd, CompactionStart, UserMessage};
 use ccare_core::{ContentBlock, EventDraft, Message, Source, SurfaceOp, TokenUsage};
@@ -25,6 +32,7 @@ use crate::care::{Care, Frozen};
 use crate::config::RoutePurpose;
 use crate::range::{RangeNode, SeqRange, summary_candidates};
 use crate::range_nodes::is_own;
+use crate::repair::{RepairAttempt, RepairCheck, RepairRejection, RepairRequest, SurfaceSnapshot};
 use crate::texts::{CHECKPOINT_FRAMING, SUMMARY_INSTRUCTION};
 
 /// Why a summary did not commit; `code` is the spec's (`SUMMARY_NOT_SMALLER`, …) or the
@@ -157,13 +165,31 @@ impl Care {
     /// Runs one summary transaction over `selection` (CC-SUM-2 .. CC-SUM-5): the
     /// largest balanced candidate whose request fits the summary route is summarized;
     /// when none fits, consecutive fitting chunks of the largest are summarized and
-    /// merged (CC-EXT-1).
-    pub(crate) async fn summarize(
+    /// merged (CC-EXT-1). A failed call is offered to the repair hooks (CC-SUM-4);
+    /// returns the outcome with every repair attempt, for the action's journal record.
+    pub(crate) async fn summarize_with_repairs(
         &self,
         run: &SummaryRun<'_>,
         nodes: &[RangeNode],
         selection: SeqRange,
         min_fresh: u64,
+    ) -> (Result<Committed, SummaryFailure>, Vec<RepairAttempt>) {
+        let mut repairs = Vec::new();
+        let result = self
+            .run_transaction(run, nodes, selection, min_fresh, &mut repairs)
+            .await;
+        (result, repairs)
+    }
+
+    /// The transaction of [`Care::summarize_with_repairs`], recording repair attempts
+    /// into `repairs` as they happen.
+    async fn run_transaction(
+        &self,
+        run: &SummaryRun<'_>,
+        nodes: &[RangeNode],
+        selection: SeqRange,
+        min_fresh: u64,
+        repairs: &mut Vec<RepairAttempt>,
     ) -> Result<Committed, SummaryFailure> {
         let session = run.session;
         if let Some(open) = session.with_log(|log| log.state().open_compaction.clone()) {
@@ -181,7 +207,7 @@ impl Care {
         let Some(route) = self.route.as_deref() else {
             return Err(SummaryFailure::new("NO_PROVIDER", "no conversation route"));
         };
-        let view = session.derived_view();
+        let mut view = session.derived_view();
         let before = self
             .measure(
                 run.frozen,
@@ -190,9 +216,10 @@ impl Care {
             )
             .map_err(|error| SummaryFailure::new("PRICING_FAILED", error.to_string()))?
             .load;
-        let candidates = summary_candidates(nodes, selection, min_fresh)
+        let mut nodes = nodes.to_vec();
+        let mut candidates = summary_candidates(&nodes, selection, min_fresh)
             .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
-        let Some(largest) = candidates.first().cloned() else {
+        let Some(mut largest) = candidates.first().cloned() else {
             return Err(SummaryFailure::new(
                 "SUMMARY_INPUT_BUDGET",
                 "no balanced prefix of the selection has enough fresh text",
@@ -210,26 +237,61 @@ impl Care {
             compaction_id: uuid::Uuid::now_v7().to_string(),
             started: false,
             calls: 0,
+            snapshot: SurfaceSnapshot::of(&view),
+            snapshot_head: session.head(),
+            repaired_before: None,
+            repair_attempts: 0,
+            repairs,
         };
         let max_retries = self.config.summary.max_retries.unwrap_or(0);
         let mut retries = 0u64;
         let mut last_error = None;
         let mut any_fits = false;
-        for candidate in &candidates {
-            let request = transaction.request_for(&view, candidate);
-            if !transaction.fits(&request)? {
-                continue;
+        let mut index = 0;
+        while let Some(candidate) = candidates.get(index).cloned() {
+            index += 1;
+            let request = transaction.request_for(&view, &candidate);
+            match transaction.fits(&request) {
+                Ok(true) => {}
+                Ok(false) => continue,
+                Err(failure) => return transaction.abort(failure),
             }
             any_fits = true;
+            let calls_before = transaction.calls;
             match transaction.call(&request).await {
                 Ok(output) => {
                     let coverage =
                         json!({"chunks": [[candidate.first(), candidate.last()]], "dropped": []});
                     return transaction
-                        .commit(nodes, candidate, output, before, coverage)
+                        .commit(&candidate, output, before, coverage)
                         .await;
                 }
                 Err(failure) => {
+                    // CC-SUM-4: an exhausted call limit ends with the last error.
+                    if failure.code == "SUMMARY_CALL_LIMIT" {
+                        return transaction.abort(last_error.unwrap_or(failure));
+                    }
+                    // A dispatched call that failed (not cancelled) may be repaired.
+                    if transaction.calls > calls_before && failure.code != "ABORTED" {
+                        match transaction.repair(&failure, &candidate, &nodes).await {
+                            Repair::Accepted(repaired) => match repaired.candidates() {
+                                Ok((repaired_largest, repaired_candidates)) => {
+                                    // Again from the largest fitting candidate.
+                                    view = session.derived_view();
+                                    largest = repaired_largest;
+                                    candidates = repaired_candidates;
+                                    nodes = repaired.nodes;
+                                    index = 0;
+                                    any_fits = false;
+                                    last_error = Some(failure);
+                                    continue;
+                                }
+                                Err(error) => return transaction.abort(error),
+                            },
+                            Repair::Stop => return transaction.abort(failure),
+                            Repair::None => {}
+                        }
+                    }
                     let overflow = matches!(
                         failure.code.as_str(),
                         "CONTEXT_WINDOW_EXCEEDED" | "REQUEST_BUDGET_EXCEEDED"
@@ -252,7 +314,7 @@ impl Care {
             }));
         }
         // CC-EXT-1: nothing fits whole; summarize fitting chunks and merge them.
-        transaction.chunked(&view, nodes, &largest, before).await
+        transaction.chunked(&view, &nodes, &largest, before).await
     }
 }
 
@@ -357,8 +419,8 @@ struct Output {
 }
 
 /// One summary transaction in progress: its id, whether `compaction/start` was written,
-/// and how many calls it made.
-struct Transaction<'a> {
+/// how many calls it made, and its repairs (CC-SUM-4).
+struct Transaction<'a, 'r> {
     care: &'a Care,
     llm: &'a ccare_llm::Llm,
     run: &'a SummaryRun<'a>,
@@ -366,9 +428,59 @@ struct Transaction<'a> {
     compaction_id: String,
     started: bool,
     calls: u64,
+    /// The surface when the transaction opened, or after its latest accepted repair.
+    snapshot: SurfaceSnapshot,
+    /// The log head when the transaction opened: replacements are at or after it.
+    snapshot_head: u64,
+    /// The conversation request's `Q` after the latest accepted repair: a checkpoint
+    /// must beat the repaired history, not only the original.
+    repaired_before: Option<u64>,
+    /// Repair hooks called in this action (`max_summary_repair_retries`).
+    repair_attempts: u64,
+    repairs: &'r mut Vec<RepairAttempt>,
 }
 
-impl Transaction<'_> {
+/// What the repair hooks made of a failed call.
+enum Repair {
+    /// No hook repaired, and the surface is as the transaction last accepted it.
+    None,
+    /// A repair was accepted.
+    Accepted(Repaired),
+    /// A rejected repair changed the surface: nothing more can commit.
+    Stop,
+}
+
+/// The surface after an accepted repair.
+struct Repaired {
+    /// Every node, priced on the frozen basis.
+    nodes: Vec<RangeNode>,
+    /// The seqs now in the selection's place.
+    selection: Vec<u64>,
+}
+
+impl Repaired {
+    /// CC-SUM-4: the candidates over the repaired selection at minFresh 0, largest
+    /// first, and the largest.
+    fn candidates(&self) -> Result<(Vec<u64>, Vec<Vec<u64>>), SummaryFailure> {
+        let (Some(&start), Some(&end)) = (self.selection.first(), self.selection.last()) else {
+            return Err(SummaryFailure::new(
+                "SUMMARY_INPUT_BUDGET",
+                "the repaired selection is empty",
+            ));
+        };
+        let candidates = summary_candidates(&self.nodes, SeqRange { start, end }, 0)
+            .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
+        let Some(largest) = candidates.first().cloned() else {
+            return Err(SummaryFailure::new(
+                "SUMMARY_INPUT_BUDGET",
+                "the repaired selection has no balanced prefix",
+            ));
+        };
+        Ok((largest, candidates))
+    }
+}
+
+impl Transaction<'_, '_> {
     fn fail<T>(&self, code: &str, message: impl Into<String>) -> Result<T, SummaryFailure> {
         Err(SummaryFailure::new(code, message))
     }
@@ -540,6 +652,103 @@ impl Transaction<'_> {
         })
     }
 
+    /// CC-SUM-4: offers the failed call's `selection` to the repair hooks in order,
+    /// while `max_summary_repair_retries` allows, until one repair is accepted. Each
+    /// attempt is recorded; a hook error is logged and the original failure stands.
+    async fn repair(
+        &mut self,
+        failure: &SummaryFailure,
+        selection: &[u64],
+        nodes: &[RangeNode],
+    ) -> Repair {
+        let care = self.care;
+        let session = self.run.session;
+        for hook in &care.repairs {
+            if care
+                .config
+                .max_summary_repair_retries
+                .is_some_and(|limit| self.repair_attempts >= limit)
+                || self.run.cancel.is_cancelled()
+                || care.lifetime.is_cancelled()
+            {
+                break;
+            }
+            self.repair_attempts += 1;
+            let cancel = self.run.cancel.child_token();
+            let outcome = hook
+                .repair(RepairRequest {
+                    session,
+                    failure,
+                    selection,
+                    snapshot_head: self.snapshot_head,
+                    cancel: &cancel,
+                })
+                .await;
+            let after = session.derived_view();
+            let verdict = match outcome {
+                Ok(()) => self.check_repair(selection, nodes, &after),
+                Err(error) => {
+                    tracing::warn!(session = %session.id(), hook = hook.name(), %error, code = %failure.code, "summary repair hook failed; the original failure stands");
+                    Err(RepairRejection::HookFailed)
+                }
+            };
+            self.repairs.push(RepairAttempt {
+                hook: hook.name().to_owned(),
+                code: failure.code.clone(),
+                accepted: verdict.is_ok(),
+                rejected: verdict.as_ref().err().copied(),
+            });
+            match verdict {
+                Ok(repaired) => {
+                    match self.care.measure(
+                        self.run.frozen,
+                        after.messages.iter().map(|derived| &*derived.message),
+                        self.run.batch.iter(),
+                    ) {
+                        Ok(measured) => self.repaired_before = Some(measured.load),
+                        Err(error) => {
+                            tracing::warn!(session = %session.id(), %error, "the repaired request could not be priced");
+                            return Repair::Stop;
+                        }
+                    }
+                    self.snapshot = SurfaceSnapshot::of(&after);
+                    tracing::info!(session = %session.id(), hook = hook.name(), code = %failure.code, "summary repair accepted");
+                    return Repair::Accepted(repaired);
+                }
+                Err(rejection) => {
+                    tracing::info!(session = %session.id(), hook = hook.name(), code = %failure.code, ?rejection, "summary repair rejected");
+                    if !self.snapshot.matches(&after) {
+                        return Repair::Stop;
+                    }
+                }
+            }
+        }
+        Repair::None
+    }
+
+    /// The CC-SUM-4 acceptance checks of the surface `after` a hook's `Ok`.
+    fn check_repair(
+        &self,
+        selection: &[u64],
+        nodes: &[RangeNode],
+        after: &ccare_session::DerivedView,
+    ) -> Result<Repaired, RepairRejection> {
+        let after_nodes = crate::range_nodes::nodes(after, self.run.frozen)
+            .map_err(|_| RepairRejection::PricingFailed)?;
+        let check = RepairCheck {
+            session: self.run.session,
+            before: &self.snapshot,
+            selection,
+            snapshot_head: self.snapshot_head,
+            before_nodes: nodes,
+        };
+        let selection = check.accept(after, &after_nodes)?;
+        Ok(Repaired {
+            nodes: after_nodes,
+            selection,
+        })
+    }
+
     /// CC-EXT-1: the largest candidate in consecutive balanced chunks that each fit the
     /// summary route, summarized one by one and merged into one checkpoint. A balanced
     /// segment that alone does not fit is never truncated into a request: it is left
@@ -571,14 +780,23 @@ impl Transaction<'_> {
         for segment in segments {
             let mut grown = open.clone();
             grown.extend_from_slice(&segment);
-            if self.fits(&self.request_for(view, &grown))? {
+            // After an accepted repair the transaction is open: an error closes it.
+            let grown_fits = match self.fits(&self.request_for(view, &grown)) {
+                Ok(fits) => fits,
+                Err(failure) => return self.abort(failure),
+            };
+            if grown_fits {
                 open = grown;
                 continue;
             }
             if !open.is_empty() {
                 chunks.push(std::mem::take(&mut open));
             }
-            if self.fits(&self.request_for(view, &segment))? {
+            let segment_fits = match self.fits(&self.request_for(view, &segment)) {
+                Ok(fits) => fits,
+                Err(failure) => return self.abort(failure),
+            };
+            if segment_fits {
                 open = segment;
             } else {
                 dropped.extend(segment);
@@ -629,13 +847,12 @@ impl Transaction<'_> {
             "chunks": chunks.iter().map(|chunk| json!([chunk.first(), chunk.last()])).collect::<Vec<_>>(),
             "dropped": dropped,
         });
-        self.commit(nodes, largest, output, before, coverage).await
+        self.commit(largest, output, before, coverage).await
     }
 
     /// CC-SUM-5: commits the checkpoint over `candidate` if the request gets smaller.
     async fn commit(
         mut self,
-        nodes: &[RangeNode],
         candidate: &[u64],
         output: Output,
         before: u64,
@@ -689,31 +906,41 @@ impl Transaction<'_> {
             .care
             .measure(
                 self.run.frozen,
+                // The surface with the checkpoint in the candidate's place (by
+                // membership: a replaced node's seq is newer than those after it).
                 now.messages
                     .iter()
-                    .filter(|derived| derived.seq < start_seq || derived.seq > end_seq)
+                    .filter(|derived| !candidate.contains(&derived.seq))
                     .map(|derived| &*derived.message)
                     .chain(std::iter::once(&checkpoint)),
                 self.run.batch.iter(),
             )
             .map_err(|error| SummaryFailure::new("PRICING_FAILED", error.to_string()))?
             .load;
-        if after >= before {
+        // After a repair, the checkpoint must beat the repaired history.
+        let baseline = self.repaired_before.unwrap_or(before);
+        if after >= baseline {
             return self.abort(SummaryFailure::new(
                 "SUMMARY_NOT_SMALLER",
                 format!(
-                    "the checkpoint would make the request {after} tokens, not less than {before}"
+                    "the checkpoint would make the request {after} tokens, not less than {baseline}"
                 ),
             ));
         }
-        let shadowed_tokens: u64 = nodes
-            .iter()
-            .filter(|node| candidate.contains(&node.seq))
-            .map(|node| node.tokens)
-            .sum();
-        let summary_event = EventDraft::new(
-            ccare_core::kinds::COMPACTION_SUMMARY,
-            object(json!({
+        // `shadowedTokenCount` is the meter's (unscaled) sum (CC-SUM-5).
+        let shadowed_tokens: u64 = match self.run.frozen.pricing.pricer(&self.run.frozen.meter) {
+            Ok(pricer) => now
+                .messages
+                .iter()
+                .filter(|derived| candidate.contains(&derived.seq))
+                .filter_map(|derived| pricer.message(&derived.message).ok())
+                .map(|price| price.text + price.visual)
+                .sum(),
+            Err(error) => {
+                return self.abort(SummaryFailure::new("PRICING_FAILED", error.to_string()));
+            }
+        };
+        let mut summary_data = object(json!({
                 "compaction_id": self.compaction_id,
                 "summary": output.summary,
                 "raw_output": output.raw,
@@ -727,8 +954,11 @@ impl Transaction<'_> {
                 "shadowed_seqs": candidate,
                 "shadowed_tokens": shadowed_tokens,
                 "coverage": coverage,
-            })),
-        );
+        }));
+        if !self.repairs.is_empty() {
+            summary_data.insert("repairs".to_owned(), json!(self.repairs));
+        }
+        let summary_event = EventDraft::new(ccare_core::kinds::COMPACTION_SUMMARY, summary_data);
         let summary_seq = match session.append(summary_event) {
             Ok(event) => event.seq(),
             Err(error) => return self.abort(SummaryFailure::new(error.code(), error.to_string())),

@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod acceptance;
 mod budget;
 mod config;
 mod hysteresis;
@@ -11,8 +12,10 @@ mod journal_failure;
 mod metrics;
 mod notice;
 mod overflow;
+mod passes;
 mod plugin;
 mod pricing;
+mod repair;
 mod rest;
 mod rig;
 mod simulation;

@@ -178,3 +178,139 @@ async fn cc_ovf_1_retries_are_bounded() {
     assert_eq!(rig.events("assistant/attempt").len(), 2);
     assert_eq!(rig.events("compaction/start").len(), 1);
 }
+
+#[tokio::test]
+async fn cc_sum_1_overflow_summary_off_is_journaled_as_control_disabled() {
+    // CC-SUM-1: the overflow summary is gated at execution. With `overflow.summary` off
+    // the range it would have summarized is journaled as CONTROL_DISABLED, nothing is
+    // summarized, and without proof (CC-OVF-3) the provider's failure stands.
+    let rig = rig(
+        &script(&[json!({"text": "one"}), overflow()]),
+        json!({}),
+        Some(64_000),
+        true,
+    )
+    .await;
+    switch(&rig, "overflow", "summary", false).await;
+    rig.turn(&lorem(300)).await;
+    let end = rig.turn("second").await;
+    let Some(TurnEndReason::Error { failure }) = end else {
+        panic!("{end:?}")
+    };
+    assert_eq!(
+        failure["code"], "CONTEXT_WINDOW_EXCEEDED",
+        "the original failure"
+    );
+    assert_eq!(rig.events("assistant/attempt").len(), 1, "no retry");
+    assert_eq!(rig.script.requests().len(), 2, "no summary call, no retry");
+    assert!(rig.events("compaction/start").is_empty());
+    assert!(rig.events("compaction/summary").is_empty());
+    // What would have been summarized: everything before the last node ("second").
+    let first_prompt = rig.events("user/message")[0].0;
+    let first_answer = rig.events("assistant/message")[0].0;
+    let journal = rig.journal().await;
+    let actions: Vec<&Value> = journal
+        .iter()
+        .filter(|(key, _)| key.starts_with("action_"))
+        .map(|(_, record)| &record["data"])
+        .collect();
+    assert_eq!(actions.len(), 1, "{actions:#?}");
+    let action = actions[0];
+    assert_eq!(action["action"], "summary");
+    assert_eq!(action["reason"], "overflow");
+    assert_eq!(action["phase"], "failed");
+    assert_eq!(action["outcome"], "failed");
+    assert_eq!(
+        action["error"],
+        json!({"code": "CONTROL_DISABLED", "message": "overflow.summary is off"})
+    );
+    assert_eq!(action["sourceSeqs"], json!([first_prompt, first_answer]));
+    assert!(action["beforeSeq"].as_u64().unwrap() > first_answer);
+}
+
+#[tokio::test]
+async fn a25_the_retry_count_resets_after_a_committed_reply_in_a_later_turn() {
+    // max_overflow_retries 1 (the default). Unlike `cc_ovf_1_retries_are_bounded` (two
+    // overflows in one series), the second overflow comes after the recovered answer
+    // committed, so it is recovered again.
+    let rig = rig(
+        &script(&[
+            json!({"text": "one"}),
+            overflow(),
+            json!({"expect": {"purpose": "compaction"}, "text": SUMMARY}),
+            json!({"text": "recovered"}),
+            overflow(),
+            json!({"expect": {"purpose": "compaction"}, "text": SUMMARY}),
+            json!({"text": "recovered again"}),
+        ]),
+        json!({}),
+        Some(64_000),
+        true,
+    )
+    .await;
+    rig.turn(&lorem(300)).await;
+    assert_eq!(rig.turn(&lorem(300)).await, Some(TurnEndReason::Completed));
+    assert_eq!(rig.turn(&lorem(300)).await, Some(TurnEndReason::Completed));
+    let attempts = rig.events("assistant/attempt");
+    assert_eq!(attempts.len(), 2);
+    assert!(
+        attempts
+            .iter()
+            .all(|(_, data)| data["failure"]["code"] == "CONTEXT_WINDOW_EXCEEDED")
+    );
+    let starts = rig.events("compaction/start");
+    assert_eq!(starts.len(), 2, "a second summary");
+    assert!(starts.iter().all(|(_, data)| data["trigger"] == "overflow"));
+    assert_eq!(rig.events("compaction/end").len(), 2);
+    assert!(
+        rig.events("compaction/end")
+            .iter()
+            .all(|(_, data)| data.get("error").is_none_or(Value::is_null)),
+        "both summaries committed"
+    );
+    assert_eq!(rig.script.requests().len(), 7, "every scripted reply used");
+    let answers: Vec<Value> = rig
+        .events("assistant/message")
+        .into_iter()
+        .map(|(_, data)| data["message"]["content"][0]["text"].clone())
+        .collect();
+    assert_eq!(
+        answers,
+        [json!("one"), json!("recovered"), json!("recovered again")]
+    );
+}
+
+#[tokio::test]
+async fn a25_the_retry_count_resets_after_a_committed_reply_within_a_turn() {
+    // The same, inside one turn (no idle in between): the recovered answer commits with
+    // a tool call, and the next step's overflow is recovered again. Only the committed
+    // reply can have reset the count here.
+    let rig = rig(
+        &script(&[
+            json!({"text": "one"}),
+            overflow(),
+            json!({"expect": {"purpose": "compaction"}, "text": SUMMARY}),
+            json!({"tool_calls": [{"name": "context_status", "arguments": {}}]}),
+            overflow(),
+            json!({"expect": {"purpose": "compaction"}, "text": SUMMARY}),
+            json!({"text": "done"}),
+        ]),
+        json!({}),
+        Some(64_000),
+        true,
+    )
+    .await;
+    rig.turn(&lorem(300)).await;
+    assert_eq!(rig.turn(&lorem(300)).await, Some(TurnEndReason::Completed));
+    assert_eq!(
+        rig.events("turn/start").len(),
+        2,
+        "one turn after the first"
+    );
+    assert_eq!(rig.events("assistant/attempt").len(), 2);
+    assert_eq!(rig.events("compaction/start").len(), 2, "a second summary");
+    assert_eq!(rig.events("tool/result").len(), 1);
+    assert_eq!(rig.script.requests().len(), 7, "every scripted reply used");
+    let answer = rig.events("assistant/message").pop().unwrap().1;
+    assert_eq!(answer["message"]["content"][0]["text"], "done");
+}

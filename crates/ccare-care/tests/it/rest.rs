@@ -17,7 +17,7 @@ fn check(arguments: Value) -> Result<ccare_care::rest_tool::RestRequest, ToolFai
     check_rest_arguments(&arguments, 1000, 10_000, Locale::En)
 }
 
-fn note(length: usize) -> String {
+pub(crate) fn note(length: usize) -> String {
     "n".repeat(length)
 }
 
@@ -107,7 +107,7 @@ fn cc_gen_2_the_chinese_errors_fill_the_same_numbers() {
     assert_ne!(ZH_REST.scheduled, EN_REST.scheduled);
 }
 
-fn rest_call(arguments: Value) -> String {
+pub(crate) fn rest_call(arguments: Value) -> String {
     json!({"tool_calls": [{"name": "context_rest", "arguments": arguments}]}).to_string()
 }
 
@@ -118,14 +118,14 @@ fn tool_results(rig: &Rig) -> Vec<Value> {
         .collect()
 }
 
-fn plugin_messages(rig: &Rig, kind: &str) -> Vec<Value> {
+pub(crate) fn plugin_messages(rig: &Rig, kind: &str) -> Vec<Value> {
     rig.user_messages()
         .into_iter()
         .filter(|message| message["source"]["kind"] == kind)
         .collect()
 }
 
-fn text(message: &Value) -> &str {
+pub(crate) fn text(message: &Value) -> &str {
     message["content"][0]["text"].as_str().unwrap()
 }
 
@@ -332,7 +332,7 @@ async fn cc_deep_2_a_deep_rest_replaces_the_history_with_the_handoff_and_no_mode
     assert!(action["afterInput"].as_u64() < action["beforeInput"].as_u64());
 }
 
-const SUMMARY: &str = "## Primary Request and Intent\n- read the lorem text\n## Key Technical Concepts\n(none)\n## Files and Code\n(none)\n## Errors and Fixes\n(none)\n## Pending Jobs\n(none)\n## Current Work\n- resting\n## Next Step\n- continue\n## Critical Context\n(none)";
+pub(crate) const SUMMARY: &str = "## Primary Request and Intent\n- read the lorem text\n## Key Technical Concepts\n(none)\n## Files and Code\n(none)\n## Errors and Fixes\n(none)\n## Pending Jobs\n(none)\n## Current Work\n- resting\n## Next Step\n- continue\n## Critical Context\n(none)";
 
 #[tokio::test]
 async fn cc_sum_5_a_requested_summary_commits_a_checkpoint_and_keeps_the_rest_message() {
@@ -434,7 +434,7 @@ async fn cc_sum_5_a_summary_that_is_not_smaller_is_rejected_and_history_kept() {
     );
 }
 
-async fn patch(rig: &Rig, rule: &str, action: &str, enabled: bool) {
+pub(crate) async fn patch(rig: &Rig, rule: &str, action: &str, enabled: bool) {
     let controls = rig.host.controls();
     controls.load(rig.session.id()).await.unwrap();
     let revision = controls.snapshot(rig.session.id()).revision;
@@ -514,7 +514,7 @@ async fn cc_met_5_every_boundary_refreshes_the_ui_sample() {
     assert!(sample.at > 0);
 }
 
-fn lorem(repeats: usize) -> String {
+pub(crate) fn lorem(repeats: usize) -> String {
     "lorem ipsum dolor sit amet ".repeat(repeats)
 }
 
@@ -857,7 +857,7 @@ async fn cc_mnt_6_crossing_s_summarizes_automatically_and_reports_the_band() {
 }
 
 /// A tool whose result is `size` characters long.
-struct Dump(usize);
+pub(crate) struct Dump(pub(crate) usize);
 
 impl ccare_agent::Tool for Dump {
     fn def(&self) -> &ccare_agent::ToolDef {

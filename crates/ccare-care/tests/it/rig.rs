@@ -41,6 +41,28 @@ pub(crate) async fn rig(script: &str, config: Value, window: Option<u64>, with_r
     .await
 }
 
+/// The rig with the plugin handle passed through `extend` before it is mounted (e.g.
+/// to register summary repair hooks), the route known.
+pub(crate) async fn rig_with(
+    script: &str,
+    config: Value,
+    window: Option<u64>,
+    extend: &dyn Fn(ContextCare) -> ContextCare,
+) -> Rig {
+    build(
+        tempfile::tempdir().unwrap(),
+        script,
+        config,
+        window,
+        true,
+        None,
+        AgentOptions::new("s/small"),
+        Vec::new(),
+        extend,
+    )
+    .await
+}
+
 /// The rig with a second model `s/tiny` of context window `tiny_window` (and 500 output
 /// tokens), e.g. a small summary route.
 pub(crate) async fn rig_with_tiny(
@@ -63,6 +85,7 @@ pub(crate) async fn rig_with_tiny(
         None,
         AgentOptions::new("s/small"),
         vec![("s/tiny".to_owned(), tiny)],
+        &|care| care,
     )
     .await
 }
@@ -87,6 +110,7 @@ pub(crate) async fn rig_in(
         session,
         options,
         Vec::new(),
+        &|care| care,
     )
     .await
 }
@@ -101,6 +125,7 @@ async fn build(
     session: Option<&ccare_core::SessionId>,
     options: AgentOptions,
     models: Vec<(String, ModelConfig)>,
+    extend: &dyn Fn(ContextCare) -> ContextCare,
 ) -> Rig {
     let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
     let registry = Arc::new(Registry::with_host_defaults());
@@ -134,11 +159,11 @@ async fn build(
     );
     let route = llm.route("s/small").unwrap();
     let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
-    let care = if with_route {
+    let care = extend(if with_route {
         ContextCare::default().with_route(RouteSnapshot::of(&route))
     } else {
         ContextCare::default()
-    };
+    });
     host.mount(&care, &config).unwrap();
     let session = match session {
         Some(id) => sessions.open(id).await.unwrap(),
