@@ -1,4 +1,4 @@
-//! Acceptance scenarios of spec §12 with their exact numbers (A12, A15).
+//! Acceptance scenarios of spec §12 with their exact numbers (A12, A13, A15).
 //!
 //! A12 runs through the whole composition (the rig: SQLite, the scripted provider, the
 //! mounted plugin) and reads everything back from the log, the provider's recorded
@@ -12,7 +12,7 @@
 //! its namesake there by pinning the scripted usage (see [`pinned_usage`]).
 
 use ccare_care::texts::{CHECKPOINT_FRAMING, EN_REST};
-use ccare_care::{REQUEST_SOURCE, STATE_SOURCE};
+use ccare_care::{REQUEST_SOURCE, RouteSnapshot, STATE_SOURCE};
 use ccare_core::kinds::{TurnEndReason, UserMessage};
 use ccare_core::{ContentBlock, EventDraft, Message, SurfaceOp};
 use ccare_llm::Purpose;
@@ -20,7 +20,7 @@ use ccare_meter::Meter;
 use serde_json::{Value, json};
 
 use crate::rest::{plugin_messages, text};
-use crate::rig::rig;
+use crate::rig::{rig, rig_with};
 
 /// A12's capacity `C`: the model's context window.
 const CAPACITY_TOKENS: u64 = 10_000;
@@ -295,4 +295,87 @@ async fn a12_a_requested_rest_at_c_10000_commits_one_summary_and_reports_r7_last
     let after = rig.care.report(&rig.session).await.unwrap().unwrap();
     assert_eq!(after.calibration, "uncalibrated-estimate");
     assert!((after.text_scale - 1.0).abs() < f64::EPSILON);
+}
+
+/// A13's last clause (CC-MNT-2, CC-BUD-1): with the capacity unknown there is no
+/// budget, so a boundary alone never compacts or prunes; only an explicit rest can
+/// (its range vectors are `range::tests`' `cc_mnt_2_vector_explicit_rest_unknown_capacity`).
+/// The history grows past what `S` would be at the provider's real window (the
+/// scripted adapter's 16,000: `S` 12,800, `H` 15,000, where `cc_mnt_6_…` compacts),
+/// while staying under its `H` so the gate, which prices the real route, never refuses.
+#[tokio::test]
+async fn a13_with_unknown_capacity_a_boundary_alone_compacts_nothing() {
+    const TURNS: usize = 6;
+    let script: Vec<String> = (0..TURNS)
+        .map(|_| json!({"text": "ok"}).to_string())
+        .collect();
+    // The plugin is handed a route whose capacity is unknown, as for a model nobody
+    // configured (the adapter itself still knows its window).
+    let rig = rig_with(&script.join("\n"), json!({}), None, &|care| {
+        care.with_route(RouteSnapshot {
+            provider: "s".to_owned(),
+            model: "small".to_owned(),
+            context_window: None,
+            max_output_tokens: None,
+            image_tokens: ccare_meter::DEFAULT_IMAGE_TOKENS,
+            tokenizer: None,
+        })
+    })
+    .await;
+    for index in 0..TURNS {
+        let prompt = user_message_of(&index.to_string(), 2_200);
+        assert_eq!(rig.turn(&prompt).await, Some(TurnEndReason::Completed));
+    }
+    let requests = rig.script.requests();
+    assert_eq!(requests.len(), TURNS);
+    assert!(
+        requests
+            .iter()
+            .all(|request| request.config.purpose == Purpose::Conversation),
+        "no summary call"
+    );
+    let kinds: Vec<String> = rig.session.with_log(|log| {
+        log.events()
+            .iter()
+            .map(|event| event.kind().to_owned())
+            .filter(|kind| kind.starts_with("compaction/"))
+            .collect()
+    });
+    assert!(kinds.is_empty(), "{kinds:?}");
+    // The last request carries every prompt, at a size a known capacity would compact.
+    let last = requests.last().unwrap();
+    let prompts = last
+        .config
+        .messages
+        .iter()
+        .filter(|message| {
+            text_of(&message.message).is_some_and(|text| text.starts_with("Seeded history"))
+        })
+        .count();
+    assert_eq!(prompts, TURNS);
+    let journal = rig.journal().await;
+    assert!(
+        journal.iter().all(|(key, _)| !key.starts_with("action_")),
+        "no maintenance action"
+    );
+    let largest = journal
+        .iter()
+        .filter_map(|(_, record)| record["data"]["inputTokens"].as_u64())
+        .max()
+        .unwrap();
+    assert!(largest > 12_800, "past S at the real window: {largest}");
+    // The model was told its capacity is unknown, never a level.
+    let notice = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert!(
+        text(&notice).contains(ccare_care::texts::EN.uncalibrated),
+        "{}",
+        text(&notice)
+    );
+}
+
+fn text_of(message: &Message) -> Option<&str> {
+    match message.content.first() {
+        Some(ContentBlock::Text(text)) => Some(text.text.as_str()),
+        _ => None,
+    }
 }

@@ -26,7 +26,9 @@ pub(crate) struct Rig {
     pub(crate) sessions: Arc<Sessions>,
 }
 
-/// The rig with `window` as the model's context window (`None`: unknown) and
+/// The rig with `window` as the model's context window (`None`: the scripted
+/// adapter's default for any model, 16,000; see `acceptance::a13_…` for a route of
+/// unknown capacity) and
 /// `with_route` deciding whether the plugin knows the route.
 pub(crate) async fn rig(script: &str, config: Value, window: Option<u64>, with_route: bool) -> Rig {
     rig_in(
