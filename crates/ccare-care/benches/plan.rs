@@ -3,7 +3,8 @@
 //!
 //! Planning is what a boundary does before any summary call: price every surface
 //! message on the frozen basis (the nodes of `range_nodes`), then select and rank the
-//! candidate ranges (`range::propose`). The session is a realistic mix: prompts,
+//! candidate ranges (`range::propose`); `memo_key_10k` adds the memo key it computes
+//! next (CC-MNT-5). The session is a realistic mix: prompts,
 //! replies, tool calls with their results (a few long), and status notices.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -153,4 +154,100 @@ fn propose_10k(bencher: divan::Bencher) {
         )
         .unwrap()
     });
+}
+
+/// The no-useful-range memo key (CC-MNT-5) of the 10,000-message session's
+/// proposal, as an armed boundary computes it after planning: every selected message's
+/// part (digest and unscaled price) is already known from earlier boundaries, since a
+/// message at a seq never changes. `memo_parts_10k` is the one-time cost of those
+/// parts (a process's first boundary on a long session).
+#[divan::bench]
+fn memo_key_10k(bencher: divan::Bencher) {
+    let (selected, summary) = memo_setup();
+    bencher.bench_local(|| {
+        ccare_care::memo::proposal_key(
+            selected.iter().copied(),
+            &ccare_care::memo::MemoPolicy {
+                scale: 1.0,
+                header: Some("header"),
+                route: Some("s/small"),
+                summary: &summary,
+            },
+        )
+    });
+}
+
+/// The parts of every selected message, computed from scratch.
+#[divan::bench]
+fn memo_parts_10k(bencher: divan::Bencher) {
+    let messages = session(10_000);
+    let meter = Meter::new(&MeterConfig::default()).unwrap();
+    let frozen = FrozenPricing::capture(
+        &meter,
+        PricingBasis::meter_estimate(&meter),
+        ImagePricing::FixedEstimate,
+        FileTexts::default(),
+    );
+    bencher.bench_local(|| {
+        let pricer = frozen.pricer(&meter).unwrap();
+        messages
+            .iter()
+            .map(|(message, _)| ccare_care::memo::MemoPart {
+                digest: ccare_care::memo::message_digest(message),
+                price: pricer.message(message).ok(),
+            })
+            .collect::<Vec<_>>()
+    });
+}
+
+fn memo_setup() -> (
+    Vec<(u64, ccare_care::memo::MemoPart)>,
+    ccare_care::config::SummaryConfig,
+) {
+    let messages = session(10_000);
+    let nodes = priced(&messages);
+    let load: u64 = nodes.iter().map(|node| node.tokens).sum();
+    let proposal = propose(
+        &nodes,
+        &RankInput {
+            retain: 20_000,
+            min_fresh_tokens: 1024,
+            load,
+            release_target: load / 2,
+            strategy: RangeStrategy::BasicPrefix,
+            expected_checkpoint_tokens: None,
+            allow_fallback: true,
+        },
+    )
+    .unwrap()
+    .unwrap();
+    let seqs: std::collections::HashSet<u64> = proposal
+        .candidate
+        .range()
+        .seqs(&nodes)
+        .into_iter()
+        .collect();
+    let meter = Meter::new(&MeterConfig::default()).unwrap();
+    let frozen = FrozenPricing::capture(
+        &meter,
+        PricingBasis::meter_estimate(&meter),
+        ImagePricing::FixedEstimate,
+        FileTexts::default(),
+    );
+    let pricer = frozen.pricer(&meter).unwrap();
+    let selected = messages
+        .iter()
+        .enumerate()
+        .filter(|(seq, _)| seqs.contains(&(*seq as u64)))
+        .map(|(seq, (message, _))| {
+            (
+                seq as u64,
+                ccare_care::memo::MemoPart {
+                    digest: ccare_care::memo::message_digest(message),
+                    price: pricer.message(message).ok(),
+                },
+            )
+        })
+        .collect();
+    (selected, ccare_care::config::SummaryConfig::default())
 }

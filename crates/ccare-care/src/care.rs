@@ -89,6 +89,9 @@ pub(crate) struct SessionCare {
     /// overflow work on one session run one at a time, in arrival order (tokio's mutex
     /// is fair); sessions are independent.
     pub(crate) queue: Arc<tokio::sync::Mutex<()>>,
+    /// Each seen message's memo part (CC-MNT-5), by seq: a message at a seq never
+    /// changes, so it is hashed and priced once.
+    pub(crate) memo_parts: HashMap<u64, crate::memo::MemoPart>,
 }
 
 /// A conversation request as the gate priced it, for the overflow proof (CC-OVF-3).
@@ -217,6 +220,7 @@ impl Care {
                 last_dispatch: None,
                 overflow_retries: 0,
                 queue: Arc::default(),
+                memo_parts: HashMap::new(),
             });
         Ok(())
     }

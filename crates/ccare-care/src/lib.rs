@@ -61,6 +61,7 @@ pub mod hysteresis;
 pub mod journal;
 pub mod ledger;
 pub mod maintenance;
+pub mod memo;
 pub mod metrics;
 pub mod numeric;
 mod overflow;

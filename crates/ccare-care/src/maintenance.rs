@@ -112,19 +112,8 @@ impl Care {
         }
     }
 
-    /// CC-MNT-5 `proposalKey`: the selected messages (own ones left out) with their
-    /// unscaled prices, the scale to two decimals, the route, the conversation header
-    /// and the summary policy.
-    ///
-    /// The prices are the meter's, before the calibrated scale, and the scale is rounded:
-    /// each settled request recalibrates the scale, and a provider's count moves by a
-    /// fraction of a percent from one request to the next. Keyed exactly, the memo would
-    /// never hold with a real provider; a real change of scale still re-runs.
-    ///
-    /// The spec also keys on the scoped-prompt config because its summary request
-    /// carries the conversation's scoped prompts; ccare's summary request is a transcript
-    /// of the selection alone (summary.rs), so scoped prompts cannot change its outcome
-    /// and are left out: a prompt change alone does not re-run a futile summary.
+    /// CC-MNT-5 `proposalKey` of `range` ([`crate::memo`]); each message's part is
+    /// computed once per seq and kept in the session's state.
     fn proposal_key(
         &self,
         session: &Session,
@@ -133,37 +122,40 @@ impl Care {
         frozen: &Frozen,
     ) -> String {
         let pricer = frozen.pricing.pricer(&frozen.meter).ok();
-        let seqs = range.seqs(nodes);
+        let seqs: std::collections::HashSet<u64> = range.seqs(nodes).into_iter().collect();
         let view = session.derived_view();
-        let selected: Vec<Value> = view
-            .messages
-            .iter()
-            .filter(|derived| seqs.contains(&derived.seq))
-            .filter(|derived| !crate::range_nodes::is_own(&derived.message))
-            .map(|derived| {
-                let price = pricer
-                    .as_ref()
-                    .and_then(|pricer| pricer.message(&derived.message).ok())
-                    .map(|price| json!([price.text, price.visual]));
-                json!({
-                    "seq": derived.seq,
-                    "message": serde_json::to_value(&*derived.message).unwrap_or(Value::Null),
-                    "price": price,
-                })
-            })
-            .collect();
-        let scale = (frozen.pricing.text_scale().as_f64() * 100.0).round() / 100.0;
-        crate::pricing::content_hash(&json!({
-            "selected": selected,
-            "scale": scale,
-            "header": frozen.header_key,
-            "route": self.route.as_deref().map(|route| format!("{}/{}", route.provider, route.model)),
-            "summary": {
-                "provider": self.config.summary.provider,
-                "model": self.config.summary.model,
-                "maxTokens": self.config.summary.max_tokens,
+        let selected: Vec<(u64, crate::memo::MemoPart)> =
+            self.with_session(session.id(), |state| {
+                view.messages
+                    .iter()
+                    .filter(|derived| seqs.contains(&derived.seq))
+                    .filter(|derived| !crate::range_nodes::is_own(&derived.message))
+                    .map(|derived| {
+                        let part = *state.memo_parts.entry(derived.seq).or_insert_with(|| {
+                            crate::memo::MemoPart {
+                                digest: crate::memo::message_digest(&derived.message),
+                                price: pricer
+                                    .as_ref()
+                                    .and_then(|pricer| pricer.message(&derived.message).ok()),
+                            }
+                        });
+                        (derived.seq, part)
+                    })
+                    .collect()
+            });
+        let route = self
+            .route
+            .as_deref()
+            .map(|route| format!("{}/{}", route.provider, route.model));
+        crate::memo::proposal_key(
+            selected,
+            &crate::memo::MemoPolicy {
+                scale: frozen.pricing.text_scale().as_f64(),
+                header: frozen.header_key.as_deref(),
+                route: route.as_deref(),
+                summary: &self.config.summary,
             },
-        }))
+        )
     }
 
     async fn memo_hit(&self, session: &Session, key: &str) -> bool {
@@ -678,12 +670,13 @@ impl Care {
                 .deep_refused(context, &operation_id, shadowed, error)
                 .await;
         }
+        let shadowed_set: std::collections::HashSet<u64> = shadowed.iter().copied().collect();
         let live: Vec<u64> = session
             .derived_view()
             .messages
             .iter()
             .map(|derived| derived.seq)
-            .filter(|seq| shadowed.contains(seq))
+            .filter(|seq| shadowed_set.contains(seq))
             .collect();
         if live != shadowed {
             let error = failure(
@@ -725,7 +718,7 @@ impl Care {
             .map_err(|error| failure("PRICING_FAILED", &error.to_string()))?;
         let selected: u64 = nodes
             .iter()
-            .filter(|node| shadowed.contains(&node.seq))
+            .filter(|node| shadowed_set.contains(&node.seq))
             .map(|node| node.tokens)
             .sum();
         // `shadowedTokenCount` is the meter's (unscaled) sum (CC-DEEP-2).
@@ -733,7 +726,7 @@ impl Care {
             .derived_view()
             .messages
             .iter()
-            .filter(|derived| shadowed.contains(&derived.seq))
+            .filter(|derived| shadowed_set.contains(&derived.seq))
             .filter_map(|derived| pricer.message(&derived.message).ok())
             .map(|price| price.text + price.visual)
             .sum();

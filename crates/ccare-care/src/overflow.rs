@@ -25,12 +25,14 @@ pub(crate) struct OverflowRecovery {
 /// CC-OVF-3 (a): a live replacement written since the failed request whose recursive
 /// sources cover one of the failed request's sources that is no longer live.
 pub(crate) fn replaced_a_failed_source(session: &Session, failed: &DispatchSnapshot) -> bool {
-    let live: Vec<u64> = session
+    let live: std::collections::HashSet<u64> = session
         .derived_view()
         .messages
         .iter()
         .map(|derived| derived.seq)
         .collect();
+    let failed_sources: std::collections::HashSet<u64> =
+        failed.source_seqs.iter().copied().collect();
     session.with_log(|log| {
         let sources_of = |seq: u64| -> Vec<u64> {
             log.event_at(seq)
@@ -47,7 +49,7 @@ pub(crate) fn replaced_a_failed_source(session: &Session, failed: &DispatchSnaps
                     if !seen.insert(source) {
                         continue;
                     }
-                    if failed.source_seqs.contains(&source) && !live.contains(&source) {
+                    if failed_sources.contains(&source) && !live.contains(&source) {
                         return true;
                     }
                     stack.extend(sources_of(source));

@@ -288,6 +288,7 @@ impl RepairCheck<'_> {
         }
         // 5. Strictly cheaper on the frozen basis.
         let price = |nodes: &[RangeNode], seqs: &[u64]| -> u64 {
+            let seqs: HashSet<u64> = seqs.iter().copied().collect();
             nodes
                 .iter()
                 .filter(|node| seqs.contains(&node.seq))

@@ -487,14 +487,13 @@ impl Transaction<'_, '_> {
 
     /// The summary request of `seqs` (own notices left out).
     fn request_for(&self, view: &ccare_session::DerivedView, seqs: &[u64]) -> Message {
-        let messages: Vec<&Message> = seqs
+        // `seqs` is a span of the surface, so surface order is its order.
+        let wanted: std::collections::HashSet<u64> = seqs.iter().copied().collect();
+        let messages: Vec<&Message> = view
+            .messages
             .iter()
-            .filter_map(|seq| {
-                view.messages
-                    .iter()
-                    .find(|derived| derived.seq == *seq)
-                    .map(|derived| &*derived.message)
-            })
+            .filter(|derived| wanted.contains(&derived.seq))
+            .map(|derived| &*derived.message)
             .filter(|message| !is_own(message))
             .collect();
         summary_request(&messages)
@@ -761,11 +760,13 @@ impl Transaction<'_, '_> {
         before: u64,
     ) -> Result<Committed, SummaryFailure> {
         // Balanced segments of the candidate, in order.
+        let by_seq: std::collections::HashMap<u64, &RangeNode> =
+            nodes.iter().map(|node| (node.seq, node)).collect();
         let mut segments: Vec<Vec<u64>> = Vec::new();
         let mut current = Vec::new();
         let mut balance: i64 = 0;
         for seq in largest {
-            let Some(node) = nodes.iter().find(|node| node.seq == *seq) else {
+            let Some(node) = by_seq.get(seq) else {
                 continue;
             };
             balance += i64::from(node.tool_calls) - i64::from(node.tool_results);
@@ -860,10 +861,9 @@ impl Transaction<'_, '_> {
     ) -> Result<Committed, SummaryFailure> {
         let session = self.run.session;
         let now = session.derived_view();
-        if candidate
-            .iter()
-            .any(|seq| !now.messages.iter().any(|derived| derived.seq == *seq))
-        {
+        let live: std::collections::HashSet<u64> =
+            now.messages.iter().map(|derived| derived.seq).collect();
+        if candidate.iter().any(|seq| !live.contains(seq)) {
             return self.abort(SummaryFailure::new(
                 "SUMMARY_SURFACE_CHANGED",
                 "the history changed while it was being summarized",
@@ -902,6 +902,7 @@ impl Transaction<'_, '_> {
             ledger.as_deref(),
             trace,
         );
+        let in_candidate: std::collections::HashSet<u64> = candidate.iter().copied().collect();
         let after = self
             .care
             .measure(
@@ -910,7 +911,7 @@ impl Transaction<'_, '_> {
                 // membership: a replaced node's seq is newer than those after it).
                 now.messages
                     .iter()
-                    .filter(|derived| !candidate.contains(&derived.seq))
+                    .filter(|derived| !in_candidate.contains(&derived.seq))
                     .map(|derived| &*derived.message)
                     .chain(std::iter::once(&checkpoint)),
                 self.run.batch.iter(),
@@ -932,7 +933,7 @@ impl Transaction<'_, '_> {
             Ok(pricer) => now
                 .messages
                 .iter()
-                .filter(|derived| candidate.contains(&derived.seq))
+                .filter(|derived| in_candidate.contains(&derived.seq))
                 .filter_map(|derived| pricer.message(&derived.message).ok())
                 .map(|price| price.text + price.visual)
                 .sum(),
