@@ -332,6 +332,19 @@ impl Care {
                     );
                     object.insert("callId".to_owned(), json!(committed.call_id));
                     object.insert("usage".to_owned(), json!(committed.usage));
+                    object.insert("coverage".to_owned(), committed.coverage.clone());
+                    if !committed.secondary_failures.is_empty() {
+                        object.insert(
+                            "secondaryFailures".to_owned(),
+                            Value::Array(
+                                committed
+                                    .secondary_failures
+                                    .iter()
+                                    .map(error_value)
+                                    .collect(),
+                            ),
+                        );
+                    }
                 }
                 Err(failure) => {
                     let phase = if failure.is_no_useful_range() {

@@ -81,6 +81,12 @@ pub struct Committed {
     pub call_id: String,
     /// What the provider reported for it.
     pub usage: Option<TokenUsage>,
+    /// CC-SUM-5 coverage: `chunks`, `dropped`, `leafSeqs`, `parentCheckpointSeqs`,
+    /// `depth`.
+    pub coverage: Value,
+    /// What failed after the checkpoint was live (closing the transaction, the flush):
+    /// recorded, never turning the commit into a failure.
+    pub secondary_failures: Vec<SummaryFailure>,
 }
 
 /// What a summary needs of its caller.
@@ -988,20 +994,30 @@ impl Transaction<'_, '_> {
             Ok(event) => event.seq(),
             Err(error) => return self.abort(SummaryFailure::new(error.code(), error.to_string())),
         };
-        let end = EventDraft::typed(&CompactionEnd {
+        // The checkpoint is live from here on: what still fails (closing the
+        // transaction, making it durable) is a secondary failure of a committed summary,
+        // recorded with it, never a reason to report the history as kept (CC-SUM-5).
+        let mut secondary = Vec::new();
+        let closed = EventDraft::typed(&CompactionEnd {
             compaction_id: self.compaction_id.clone(),
             error: None,
             repair: false,
         })
-        .map_err(|error| SummaryFailure::new("ENCODE_FAILED", error.to_string()))?;
-        session
-            .append(end)
-            .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
+        .map_err(|error| SummaryFailure::new("ENCODE_FAILED", error.to_string()))
+        .and_then(|end| {
+            session
+                .append(end)
+                .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))
+        });
+        if let Err(failure) = closed {
+            tracing::error!(session = %session.id(), %failure, "compaction/end not written after the checkpoint");
+            secondary.push(failure);
+        }
         self.started = false;
-        session
-            .flush()
-            .await
-            .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
+        if let Err(error) = session.flush().await {
+            tracing::error!(session = %session.id(), %error, "the committed summary is not durable");
+            secondary.push(SummaryFailure::new(error.code(), error.to_string()));
+        }
         Ok(Committed {
             compaction_id: self.compaction_id,
             checkpoint_seq,
@@ -1010,6 +1026,8 @@ impl Transaction<'_, '_> {
             after,
             call_id: output.call_id,
             usage: output.usage,
+            coverage,
+            secondary_failures: secondary,
         })
     }
 

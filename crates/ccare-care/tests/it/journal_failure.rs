@@ -1,5 +1,8 @@
-//! CC-JNL-1: a journal write that fails is surfaced, never swallowed: the request it
-//! would have recorded does not leave, and the turn ends naming the failure.
+//! Storage failures around context-care: a journal write that fails is surfaced, never
+//! swallowed (CC-JNL-1): the request it would have recorded does not leave, and the
+//! turn ends naming the failure. A summary whose checkpoint is live when the log write
+//! fails is journaled as committed with the failure beside it (CC-SUM-5 secondary
+//! failures), not as history kept.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,10 +20,13 @@ use ccare_store::{
 };
 use serde_json::json;
 
-/// A memory store whose KV writes to the journal's domain fail while `broken` is set.
+/// A memory store whose KV writes to the journal's domain fail while `broken` is set,
+/// and whose event appends fail while `broken_end` is set and the batch holds a
+/// `compaction/end`.
 struct BrokenJournal {
     inner: MemoryStore,
     broken: AtomicBool,
+    broken_end: AtomicBool,
 }
 
 impl Store for BrokenJournal {
@@ -33,6 +39,16 @@ impl Store for BrokenJournal {
         expected_seq: u64,
         events: Vec<StoredEvent>,
     ) -> Ticket<u64> {
+        if self.broken_end.load(Ordering::SeqCst)
+            && events
+                .iter()
+                .any(|event| event.json.contains("\"compaction/end\""))
+        {
+            return Box::pin(std::future::ready(Err(StoreError::Backend {
+                operation: "append",
+                message: "disk full".to_owned(),
+            })));
+        }
         self.inner.append(session, expected_seq, events)
     }
     fn kv_cas(
@@ -75,20 +91,21 @@ impl Store for BrokenJournal {
     }
 }
 
-#[tokio::test]
-async fn cc_jnl_1_a_failed_journal_write_keeps_the_request_home_and_says_why() {
-    let store = Arc::new(BrokenJournal {
-        inner: MemoryStore::new(),
-        broken: AtomicBool::new(false),
-    });
+/// The composition over `store`: the scripted provider on `s/small` (16,000 window),
+/// context-care mounted with `config`, one agent on a fresh session.
+async fn composition(
+    store: &Arc<BrokenJournal>,
+    script: &str,
+    config: serde_json::Value,
+) -> (Agent, ScriptProvider) {
     let registry = Arc::new(Registry::with_host_defaults());
     let sessions = Arc::new(Sessions::new(
-        Arc::clone(&store) as Arc<dyn Store>,
+        Arc::clone(store) as Arc<dyn Store>,
         Arc::new(SystemClock),
         Arc::clone(&registry),
         SessionsConfig::default(),
     ));
-    let script = ScriptProvider::from_jsonl("{\"text\": \"one\"}\n{\"text\": \"two\"}").unwrap();
+    let script = ScriptProvider::from_jsonl(script).unwrap();
     let mut llm_config = LlmConfig::default();
     llm_config
         .providers
@@ -111,7 +128,7 @@ async fn cc_jnl_1_a_failed_journal_write_keeps_the_request_home_and_says_why() {
     let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
     host.mount(
         &ContextCare::default().with_route(RouteSnapshot::of(&route)),
-        &json!({}),
+        &config,
     )
     .unwrap();
     let session = sessions.create(None, Default::default()).await.unwrap();
@@ -121,6 +138,26 @@ async fn cc_jnl_1_a_failed_journal_write_keeps_the_request_home_and_says_why() {
         Arc::new(SystemClock),
         AgentOptions::new("s/small"),
     );
+    (agent, script)
+}
+
+fn broken_store() -> Arc<BrokenJournal> {
+    Arc::new(BrokenJournal {
+        inner: MemoryStore::new(),
+        broken: AtomicBool::new(false),
+        broken_end: AtomicBool::new(false),
+    })
+}
+
+#[tokio::test]
+async fn cc_jnl_1_a_failed_journal_write_keeps_the_request_home_and_says_why() {
+    let store = broken_store();
+    let (agent, script) = composition(
+        &store,
+        "{\"text\": \"one\"}\n{\"text\": \"two\"}",
+        json!({}),
+    )
+    .await;
 
     agent.prompt("works");
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
@@ -134,4 +171,50 @@ async fn cc_jnl_1_a_failed_journal_write_keeps_the_request_home_and_says_why() {
     assert!(message.contains("disk full"), "{failure}");
     assert!(message.contains("context_care_requests"), "{failure}");
     assert_eq!(script.requests().len(), 1, "the second request never left");
+}
+
+#[tokio::test]
+async fn cc_sum_5_a_live_checkpoint_whose_log_write_fails_is_committed_with_a_secondary_failure() {
+    let store = broken_store();
+    let summary = json!({"expect": {"purpose": "compaction"}, "text": crate::rest::SUMMARY});
+    let script = [
+        json!({"text": "read it"}).to_string(),
+        crate::rest::rest_call(json!({"note": crate::rest::note(1200)})),
+        summary.to_string(),
+        json!({"text": "continuing"}).to_string(),
+    ]
+    .join("\n");
+    let (agent, _script) = composition(&store, &script, json!({"retain_tokens": 100})).await;
+    agent.prompt(crate::rest::lorem(400));
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    store.broken_end.store(true, Ordering::SeqCst);
+    agent.prompt("now rest");
+    agent.when_idle().await;
+    let domains = ccare_agent::domains::Domains::new(Arc::clone(&store) as Arc<dyn Store>);
+    let domain = domains
+        .open(
+            ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
+                .table(ccare_agent::domains::TableSpec::new("records")),
+            "reader",
+        )
+        .await
+        .unwrap();
+    let actions: Vec<serde_json::Value> = domain
+        .table("records")
+        .unwrap()
+        .entries("action_")
+        .into_iter()
+        .map(|(_, value)| value["data"].clone())
+        .collect();
+    assert_eq!(actions.len(), 1, "{actions:?}");
+    assert_eq!(actions[0]["outcome"], "committed", "{}", actions[0]);
+    let secondary = actions[0]["secondaryFailures"].as_array().unwrap();
+    assert_eq!(secondary.len(), 1);
+    assert!(
+        secondary[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("disk full"),
+        "{secondary:?}"
+    );
 }

@@ -78,6 +78,18 @@ async fn a26_cc_mnt_6_without_max_passes_the_limit_is_two() {
     assert_eq!(actions[0]["beforeInput"], 14_643);
     assert_eq!(actions[0]["afterInput"], 13_535, "still above L = 12,800");
     assert_eq!(actions[1]["beforeInput"], 13_535);
+    // CC-SUM-5 coverage in the journal: the second pass summarized the first's
+    // checkpoint, so it stands for the same leaves one summary deeper.
+    assert_eq!(actions[0]["coverage"]["depth"], 0);
+    assert_eq!(actions[1]["coverage"]["depth"], 1);
+    assert_eq!(
+        actions[1]["coverage"]["parentCheckpointSeqs"],
+        json!([actions[0]["replacements"][0]["newSeq"]])
+    );
+    assert_eq!(
+        actions[1]["coverage"]["leafSeqs"],
+        actions[0]["coverage"]["leafSeqs"]
+    );
     assert_eq!(summary_calls(&rig), 2);
     let notice = last_notice(&rig);
     assert_eq!(
