@@ -18,6 +18,33 @@ fn main() {
     divan::main();
 }
 
+/// The meter and a frozen pricing on its own estimate (scale 1), as a session
+/// without calibration has.
+fn frozen() -> (Meter, FrozenPricing) {
+    let meter = Meter::new(&MeterConfig::default()).unwrap();
+    let frozen = FrozenPricing::capture(
+        &meter,
+        PricingBasis::meter_estimate(&meter),
+        ImagePricing::FixedEstimate,
+        FileTexts::default(),
+    );
+    (meter, frozen)
+}
+
+/// What an armed automatic boundary ranks with: a 20,000-token tail, the default fresh
+/// threshold, and a release target at half the load.
+fn rank_input(load: u64) -> RankInput {
+    RankInput {
+        retain: 20_000,
+        min_fresh_tokens: 1024,
+        load,
+        release_target: load / 2,
+        strategy: RangeStrategy::BasicPrefix,
+        expected_checkpoint_tokens: None,
+        allow_fallback: true,
+    }
+}
+
 fn session(messages: usize) -> Vec<(Message, NodeKind)> {
     let mut out = Vec::with_capacity(messages);
     let mut index = 0;
@@ -66,13 +93,7 @@ fn session(messages: usize) -> Vec<(Message, NodeKind)> {
 #[divan::bench]
 fn plan_10k(bencher: divan::Bencher) {
     let messages = session(10_000);
-    let meter = Meter::new(&MeterConfig::default()).unwrap();
-    let frozen = FrozenPricing::capture(
-        &meter,
-        PricingBasis::meter_estimate(&meter),
-        ImagePricing::FixedEstimate,
-        FileTexts::default(),
-    );
+    let (meter, frozen) = frozen();
     bencher.bench_local(|| {
         let pricer = frozen.pricer(&meter).unwrap();
         let scale = pricer.text_scale();
@@ -88,30 +109,12 @@ fn plan_10k(bencher: divan::Bencher) {
             })
             .collect();
         let load: u64 = nodes.iter().map(|node| node.tokens).sum();
-        propose(
-            &nodes,
-            &RankInput {
-                retain: 20_000,
-                min_fresh_tokens: 1024,
-                load,
-                release_target: load / 2,
-                strategy: RangeStrategy::BasicPrefix,
-                expected_checkpoint_tokens: None,
-                allow_fallback: true,
-            },
-        )
-        .unwrap()
+        propose(&nodes, &rank_input(load)).unwrap()
     });
 }
 
 fn priced(messages: &[(Message, NodeKind)]) -> Vec<RangeNode> {
-    let meter = Meter::new(&MeterConfig::default()).unwrap();
-    let frozen = FrozenPricing::capture(
-        &meter,
-        PricingBasis::meter_estimate(&meter),
-        ImagePricing::FixedEstimate,
-        FileTexts::default(),
-    );
+    let (meter, frozen) = frozen();
     let pricer = frozen.pricer(&meter).unwrap();
     let scale = pricer.text_scale();
     messages
@@ -139,21 +142,7 @@ fn price_10k(bencher: divan::Bencher) {
 fn propose_10k(bencher: divan::Bencher) {
     let nodes = priced(&session(10_000));
     let load: u64 = nodes.iter().map(|node| node.tokens).sum();
-    bencher.bench_local(|| {
-        propose(
-            &nodes,
-            &RankInput {
-                retain: 20_000,
-                min_fresh_tokens: 1024,
-                load,
-                release_target: load / 2,
-                strategy: RangeStrategy::BasicPrefix,
-                expected_checkpoint_tokens: None,
-                allow_fallback: true,
-            },
-        )
-        .unwrap()
-    });
+    bencher.bench_local(|| propose(&nodes, &rank_input(load)).unwrap());
 }
 
 /// The no-useful-range memo key (CC-MNT-5) of the 10,000-message session's
@@ -181,13 +170,7 @@ fn memo_key_10k(bencher: divan::Bencher) {
 #[divan::bench]
 fn memo_parts_10k(bencher: divan::Bencher) {
     let messages = session(10_000);
-    let meter = Meter::new(&MeterConfig::default()).unwrap();
-    let frozen = FrozenPricing::capture(
-        &meter,
-        PricingBasis::meter_estimate(&meter),
-        ImagePricing::FixedEstimate,
-        FileTexts::default(),
-    );
+    let (meter, frozen) = frozen();
     bencher.bench_local(|| {
         let pricer = frozen.pricer(&meter).unwrap();
         messages
@@ -207,33 +190,14 @@ fn memo_setup() -> (
     let messages = session(10_000);
     let nodes = priced(&messages);
     let load: u64 = nodes.iter().map(|node| node.tokens).sum();
-    let proposal = propose(
-        &nodes,
-        &RankInput {
-            retain: 20_000,
-            min_fresh_tokens: 1024,
-            load,
-            release_target: load / 2,
-            strategy: RangeStrategy::BasicPrefix,
-            expected_checkpoint_tokens: None,
-            allow_fallback: true,
-        },
-    )
-    .unwrap()
-    .unwrap();
+    let proposal = propose(&nodes, &rank_input(load)).unwrap().unwrap();
     let seqs: std::collections::HashSet<u64> = proposal
         .candidate
         .range()
         .seqs(&nodes)
         .into_iter()
         .collect();
-    let meter = Meter::new(&MeterConfig::default()).unwrap();
-    let frozen = FrozenPricing::capture(
-        &meter,
-        PricingBasis::meter_estimate(&meter),
-        ImagePricing::FixedEstimate,
-        FileTexts::default(),
-    );
+    let (meter, frozen) = frozen();
     let pricer = frozen.pricer(&meter).unwrap();
     let selected = messages
         .iter()

@@ -103,6 +103,16 @@ fn context(session: &Session) -> Context<'_> {
     }
 }
 
+/// The seqs of the live surface, in order.
+fn live_seqs(session: &Session) -> Vec<u64> {
+    session
+        .derived_view()
+        .messages
+        .iter()
+        .map(|derived| derived.seq)
+        .collect()
+}
+
 /// The kinds of every `compaction/*` event in the log, in order.
 fn compaction_kinds(session: &Session) -> Vec<String> {
     session.with_log(|log| {
@@ -139,12 +149,7 @@ async fn a15_cc_deep_2_a_changed_span_is_handoff_source_changed() {
                 .with_sources(vec![1]),
         )
         .unwrap();
-    let live: Vec<u64> = session
-        .derived_view()
-        .messages
-        .iter()
-        .map(|derived| derived.seq)
-        .collect();
+    let live = live_seqs(&session);
     assert_eq!(live, [0, 3, 2]);
     let head = session.head();
 
@@ -166,12 +171,7 @@ async fn a15_cc_deep_2_a_changed_span_is_handoff_source_changed() {
         "zero compaction events"
     );
     assert_eq!(session.head(), head, "nothing appended at all");
-    let after: Vec<u64> = session
-        .derived_view()
-        .messages
-        .iter()
-        .map(|derived| derived.seq)
-        .collect();
+    let after = live_seqs(&session);
     assert_eq!(after, live, "history retained");
     // Audited as a requested deep rest that failed (CC-DEEP-2, CC-JNL-3).
     care.journal.flush().await.unwrap();
@@ -229,12 +229,7 @@ async fn cc_deep_2_a_message_appended_after_the_selection_is_not_a_change() {
     )
     .await
     .unwrap();
-    let live: Vec<u64> = session
-        .derived_view()
-        .messages
-        .iter()
-        .map(|derived| derived.seq)
-        .collect();
+    let live = live_seqs(&session);
     assert_eq!(live.len(), 2, "{live:?}");
     assert_eq!(
         live[1], appended,

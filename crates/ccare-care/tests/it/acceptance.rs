@@ -183,13 +183,7 @@ async fn a12_a_requested_rest_at_c_10000_commits_one_summary_and_reports_r7_last
 
     // The checkpoint committed over users 0–1 (CC-SUM-5), priced at the boundary's
     // frozen basis as 2 × 2000.
-    let kinds: Vec<String> = rig.session.with_log(|log| {
-        log.events()
-            .iter()
-            .map(|event| event.kind().to_owned())
-            .filter(|kind| kind.starts_with("compaction/"))
-            .collect()
-    });
+    let kinds = rig.compaction_kinds();
     assert_eq!(
         kinds,
         ["compaction/start", "compaction/summary", "compaction/end"]
@@ -212,11 +206,7 @@ async fn a12_a_requested_rest_at_c_10000_commits_one_summary_and_reports_r7_last
 
     // The journal holds one maintenance action: the requested summary, committed.
     let journal = rig.journal().await;
-    let actions: Vec<&Value> = journal
-        .iter()
-        .filter(|(key, _)| key.starts_with("action_"))
-        .map(|(_, record)| &record["data"])
-        .collect();
+    let actions = rig.actions().await;
     assert_eq!(actions.len(), 1, "{actions:#?}");
     assert_eq!(actions[0]["action"], "summary");
     assert_eq!(actions[0]["reason"], "requested");
@@ -334,13 +324,7 @@ async fn a13_with_unknown_capacity_a_boundary_alone_compacts_nothing() {
             .all(|request| request.config.purpose == Purpose::Conversation),
         "no summary call"
     );
-    let kinds: Vec<String> = rig.session.with_log(|log| {
-        log.events()
-            .iter()
-            .map(|event| event.kind().to_owned())
-            .filter(|kind| kind.starts_with("compaction/"))
-            .collect()
-    });
+    let kinds = rig.compaction_kinds();
     assert!(kinds.is_empty(), "{kinds:?}");
     // The last request carries every prompt, at a size a known capacity would compact.
     let last = requests.last().unwrap();

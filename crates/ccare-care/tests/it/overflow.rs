@@ -208,14 +208,9 @@ async fn cc_sum_1_overflow_summary_off_is_journaled_as_control_disabled() {
     // What would have been summarized: everything before the last node ("second").
     let first_prompt = rig.events("user/message")[0].0;
     let first_answer = rig.events("assistant/message")[0].0;
-    let journal = rig.journal().await;
-    let actions: Vec<&Value> = journal
-        .iter()
-        .filter(|(key, _)| key.starts_with("action_"))
-        .map(|(_, record)| &record["data"])
-        .collect();
+    let actions = rig.actions().await;
     assert_eq!(actions.len(), 1, "{actions:#?}");
-    let action = actions[0];
+    let action = &actions[0];
     assert_eq!(action["action"], "summary");
     assert_eq!(action["reason"], "overflow");
     assert_eq!(action["phase"], "failed");

@@ -15,14 +15,6 @@ fn summary_reply(text: &str) -> String {
     json!({"expect": {"purpose": "compaction"}, "text": text}).to_string()
 }
 
-fn actions(journal: &[(String, Value)]) -> Vec<Value> {
-    journal
-        .iter()
-        .filter(|(key, _)| key.starts_with("action_"))
-        .map(|(_, record)| record["data"].clone())
-        .collect()
-}
-
 async fn five_turns(config: Value, summaries: &[String]) -> Rig {
     let mut script: Vec<String> = (0..4).map(|_| r#"{"text": "ok"}"#.to_owned()).collect();
     script.extend(summaries.iter().cloned());
@@ -63,7 +55,7 @@ async fn a26_cc_mnt_6_without_max_passes_the_limit_is_two() {
         &[summary_reply(&lorem(1500)), summary_reply(&lorem(100))],
     )
     .await;
-    let actions = actions(&rig.journal().await);
+    let actions = rig.actions().await;
     let rules: Vec<(&Value, &Value)> = actions
         .iter()
         .map(|action| (&action["selection"]["rule"], &action["outcome"]))
@@ -101,7 +93,7 @@ async fn a26_cc_mnt_6_without_max_passes_the_limit_is_two() {
 #[tokio::test]
 async fn a26_cc_mnt_6_max_passes_one_stops_after_one_pass_above_the_target() {
     let rig = five_turns(json!({"max_passes": 1}), &[summary_reply(&lorem(1500))]).await;
-    let actions = actions(&rig.journal().await);
+    let actions = rig.actions().await;
     assert_eq!(actions.len(), 1, "one pass");
     assert_eq!(actions[0]["afterInput"], 13_535);
     assert_eq!(summary_calls(&rig), 1);
@@ -117,6 +109,23 @@ async fn a26_cc_mnt_6_max_passes_one_stops_after_one_pass_above_the_target() {
             .is_some_and(|sample| sample.armed),
         "still armed above L"
     );
+}
+
+/// Rewrites the user message at `seq` in place (a replace over it citing it), as an
+/// edit of the history would.
+fn rewrite(rig: &Rig, seq: u64, text: &str) {
+    let edited = ccare_core::Message::from_blocks(vec![ccare_core::ContentBlock::text(text)]);
+    rig.session
+        .append(
+            ccare_core::EventDraft::typed(&ccare_core::kinds::UserMessage { message: edited })
+                .unwrap()
+                .with_surface(ccare_core::SurfaceOp::Replace {
+                    start_seq: seq,
+                    end_seq: seq,
+                })
+                .with_sources(vec![seq]),
+        )
+        .unwrap();
 }
 
 fn dump_call() -> String {
@@ -152,7 +161,7 @@ async fn a26_cc_mnt_5_a_memo_hit_stops_the_loop_with_no_call() {
         2,
         "three boundaries while armed"
     );
-    let actions = actions(&rig.journal().await);
+    let actions = rig.actions().await;
     assert_eq!(actions.len(), 1, "a memo hit is no action");
     assert_eq!(actions[0]["phase"], "no-useful-range");
     assert_eq!(actions[0]["error"]["code"], "SUMMARY_NOT_SMALLER");
@@ -207,24 +216,10 @@ async fn a22_cc_mnt_5_the_memo_sequence_skip_skip_run_run_makes_three_calls() {
             .unwrap()
             .starts_with("0 ")
     );
-    let edited = ccare_core::Message::from_blocks(vec![ccare_core::ContentBlock::text(format!(
-        "X {}",
-        lorem(400)
-    ))]);
-    rig.session
-        .append(
-            ccare_core::EventDraft::typed(&ccare_core::kinds::UserMessage { message: edited })
-                .unwrap()
-                .with_surface(ccare_core::SurfaceOp::Replace {
-                    start_seq: task_seq,
-                    end_seq: task_seq,
-                })
-                .with_sources(vec![task_seq]),
-        )
-        .unwrap();
+    rewrite(&rig, task_seq, &format!("X {}", lorem(400)));
     assert_eq!(rig.turn("go on").await, Some(TurnEndReason::Completed));
     assert_eq!(summary_calls(&rig), 3, "skip, skip, run, run: three calls");
-    let actions = actions(&rig.journal().await);
+    let actions = rig.actions().await;
     let phases: Vec<&Value> = actions.iter().map(|action| &action["phase"]).collect();
     assert_eq!(phases, [&json!("no-useful-range"); 3]);
     let keys: std::collections::BTreeSet<&str> = actions
@@ -282,7 +277,7 @@ async fn cc_def_6_a_rest_that_did_nothing_over_h_falls_through_to_the_automatic_
     let rest_line = body.find(EN_REST.outcome_no_proposal).unwrap();
     let auto_line = body.find(EN_AUTO.within_target).unwrap();
     assert!(rest_line < auto_line, "the rest's outcome first: {body}");
-    let actions = actions(&rig.journal().await);
+    let actions = rig.actions().await;
     assert_eq!(actions.len(), 1);
     assert_eq!(actions[0]["reason"], "automatic");
     assert_eq!(actions[0]["selection"]["rule"], "basic-prefix");
@@ -315,23 +310,9 @@ async fn cc_sum_5_a_selection_that_begins_with_an_edited_message_still_gets_smal
     let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
     rig.turn(&lorem(400)).await;
     let (task_seq, _) = rig.events("user/message")[0].clone();
-    let edited = ccare_core::Message::from_blocks(vec![ccare_core::ContentBlock::text(format!(
-        "edited {}",
-        lorem(400)
-    ))]);
-    rig.session
-        .append(
-            ccare_core::EventDraft::typed(&ccare_core::kinds::UserMessage { message: edited })
-                .unwrap()
-                .with_surface(ccare_core::SurfaceOp::Replace {
-                    start_seq: task_seq,
-                    end_seq: task_seq,
-                })
-                .with_sources(vec![task_seq]),
-        )
-        .unwrap();
+    rewrite(&rig, task_seq, &format!("edited {}", lorem(400)));
     rig.turn("now rest").await;
-    let actions = actions(&rig.journal().await);
+    let actions = rig.actions().await;
     assert_eq!(actions.len(), 1);
     assert_eq!(
         actions[0]["outcome"], "committed",

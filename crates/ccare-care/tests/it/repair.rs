@@ -200,16 +200,6 @@ async fn rest_with(hooks: &[Arc<Hook>], config: Value, second_summary: bool) -> 
     rig
 }
 
-fn compaction_kinds(rig: &Rig) -> Vec<String> {
-    rig.session.with_log(|log| {
-        log.events()
-            .iter()
-            .map(|event| event.kind().to_owned())
-            .filter(|kind| kind.starts_with("compaction/"))
-            .collect()
-    })
-}
-
 fn summary_requests(rig: &Rig) -> Vec<GenerateRequest> {
     rig.script
         .requests()
@@ -270,7 +260,7 @@ fn live(rig: &Rig) -> Vec<u64> {
 /// records the failure.
 async fn assert_original_failure_stands(rig: &Rig) -> Value {
     assert_eq!(
-        compaction_kinds(rig),
+        rig.compaction_kinds(),
         ["compaction/start", "compaction/end"]
     );
     let ends = rig.events("compaction/end");
@@ -306,7 +296,7 @@ async fn cc_sum_4_an_accepted_repair_is_summarized_again_and_commits() {
         .unwrap();
     assert!(replacement > starts[0].0);
     assert_eq!(
-        compaction_kinds(&rig),
+        rig.compaction_kinds(),
         ["compaction/start", "compaction/summary", "compaction/end"]
     );
     // The second call summarized the repaired selection, smaller than the first.
@@ -457,7 +447,7 @@ async fn cc_sum_4_a_hook_error_never_replaces_the_failure_and_the_next_hook_repa
     .await;
     assert_eq!((failing.calls(), shrink.calls()), (1, 1));
     assert_eq!(
-        compaction_kinds(&rig),
+        rig.compaction_kinds(),
         ["compaction/start", "compaction/summary", "compaction/end"]
     );
     assert_eq!(summary_requests(&rig).len(), 2);

@@ -348,13 +348,7 @@ async fn cc_sum_5_a_requested_summary_commits_a_checkpoint_and_keeps_the_rest_me
     rig.turn(&lorem(400)).await;
     assert_eq!(rig.turn("now rest").await, Some(TurnEndReason::Completed));
     // The log of one committed summary (CC-SUM-5), in order.
-    let kinds: Vec<String> = rig.session.with_log(|log| {
-        log.events()
-            .iter()
-            .map(|event| event.kind().to_owned())
-            .filter(|kind| kind.starts_with("compaction/"))
-            .collect()
-    });
+    let kinds = rig.compaction_kinds();
     assert_eq!(
         kinds,
         ["compaction/start", "compaction/summary", "compaction/end"]

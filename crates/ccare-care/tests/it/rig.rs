@@ -248,6 +248,27 @@ impl Rig {
         })
     }
 
+    /// The kinds of the log's `compaction/*` events, in order.
+    pub(crate) fn compaction_kinds(&self) -> Vec<String> {
+        self.session.with_log(|log| {
+            log.events()
+                .iter()
+                .map(|event| event.kind().to_owned())
+                .filter(|kind| kind.starts_with("compaction/"))
+                .collect()
+        })
+    }
+
+    /// The data of the journal's maintenance records (`action_…`), in key order.
+    pub(crate) async fn actions(&self) -> Vec<Value> {
+        self.journal()
+            .await
+            .into_iter()
+            .filter(|(key, _)| key.starts_with("action_"))
+            .map(|(_, record)| record["data"].clone())
+            .collect()
+    }
+
     /// The user messages of the log, in order, as JSON.
     pub(crate) fn user_messages(&self) -> Vec<Value> {
         self.events("user/message")
