@@ -220,6 +220,13 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
                 }
             }
         }
+        // A cancel that arrived while the contributors ran (they see the token and end
+        // early, e.g. a summary in progress) stops the step here: nothing is logged and
+        // no request leaves.
+        if token.is_cancelled() {
+            restore_unentered(agent, std::mem::take(&mut plugin_messages));
+            return Ok(aborted(agent));
+        }
         // Phase 3: step/start and the entered messages.
         append(agent, typed(&StepStart { turn, step })?)?;
         for mut message in entered {

@@ -1412,3 +1412,55 @@ async fn mp_3_every_request_only_part_goes_out_as_one_message_in_segment_order()
         Some(&json!(["plugin:feedback", "plugin:completion"]))
     );
 }
+
+/// A boundary contributor that works until the turn is cancelled, as a summary in
+/// progress does, then returns with nothing to add.
+struct UntilCancelled(Arc<tokio::sync::Notify>);
+
+impl ccare_agent::BoundaryContributor for UntilCancelled {
+    fn contribute<'a>(
+        &'a self,
+        context: &'a ccare_agent::BoundaryContext<'a>,
+    ) -> BoxFuture<'a, Result<ccare_agent::BoundaryContribution, HookError>> {
+        Box::pin(async move {
+            self.0.notify_one();
+            context.hook.cancel.cancelled().await;
+            Ok(ccare_agent::BoundaryContribution::default())
+        })
+    }
+}
+
+struct SlowBoundary(Arc<tokio::sync::Notify>);
+
+impl Plugin for SlowBoundary {
+    fn name(&self) -> &str {
+        "slow-boundary"
+    }
+    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        scope.boundary(Arc::new(UntilCancelled(Arc::clone(&self.0))), 100);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn h_cancel_1_a_cancel_during_the_boundary_sends_no_request_and_logs_no_step() {
+    let kit = kit("{\"text\": \"never\"}").await;
+    let reached = Arc::new(tokio::sync::Notify::new());
+    kit.host
+        .mount(&SlowBoundary(Arc::clone(&reached)), &json!({}))
+        .unwrap();
+    let agent = agent(&kit);
+    agent.prompt("hi");
+    reached.notified().await;
+    agent.cancel(ccare_agent::CancelCause::User, false).await;
+    let end = agent.when_idle().await;
+    assert!(
+        matches!(end, Some(TurnEndReason::Aborted { .. })),
+        "{end:?}"
+    );
+    assert!(kit.script.requests().is_empty(), "no request left");
+    assert!(
+        data(&kit.session, "step/start").is_empty(),
+        "the step never started"
+    );
+}

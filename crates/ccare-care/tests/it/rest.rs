@@ -1329,3 +1329,54 @@ async fn a15_a_handoff_larger_than_the_history_keeps_it_and_writes_no_events() {
         "handoff-larger-than-history; history retained"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a17_cc_bnd_3_cancelling_the_turn_mid_summary_aborts_it_and_compacts_nothing() {
+    let slow =
+        json!({"expect": {"purpose": "compaction"}, "text": SUMMARY, "delay_ms": 2000}).to_string();
+    let script = [
+        r#"{"text": "read it"}"#.to_owned(),
+        rest_call(json!({"note": note(1200)})),
+        slow,
+        r#"{"text": "continuing"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
+    rig.turn(&lorem(400)).await;
+    rig.agent.prompt("now rest");
+    let started = std::time::Instant::now();
+    while rig.events("compaction/start").is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "no summary started"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let cancelled = std::time::Instant::now();
+    rig.agent
+        .cancel(ccare_agent::CancelCause::User, false)
+        .await;
+    let end = rig.agent.when_idle().await;
+    assert!(
+        cancelled.elapsed() < std::time::Duration::from_millis(1500),
+        "the summary call was cut, not waited for"
+    );
+    assert!(
+        matches!(end, Some(TurnEndReason::Aborted { .. })),
+        "the abort propagates: {end:?}"
+    );
+    let ends = rig.events("compaction/end");
+    assert_eq!(ends.len(), 1);
+    assert_eq!(ends[0].1["error"], "ABORTED");
+    assert!(rig.events("compaction/summary").is_empty(), "no compaction");
+    assert!(
+        !rig.user_messages()
+            .iter()
+            .any(|message| message["source"]["kind"] == "compact-checkpoint")
+    );
+    assert_eq!(
+        rig.script.requests().len(),
+        3,
+        "no conversation request after the abort"
+    );
+}
