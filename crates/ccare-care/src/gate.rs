@@ -45,146 +45,147 @@ fn internal(error: impl std::fmt::Display) -> LlmFailure {
     LlmFailure::new(FailureCode::Unknown, error.to_string())
 }
 
-impl BudgetGate {
-    async fn check_call(
-        &self,
-        context: &HookContext,
-        call: &PreparedCall,
-    ) -> Result<(), LlmFailure> {
-        let route = &call.route;
-        let config = &call.config;
-        let explicit = config
-            .max_tokens
-            .filter(|tokens| Some(*tokens) != route.max_output_tokens);
-        let budget = resolve(
-            &self.care.config,
-            RouteInfo {
-                provider: &route.provider,
-                model: &route.model,
-                purpose: purpose_of(config.purpose),
-                physical_window_tokens: route.context_window,
-                max_tokens: explicit.map(u64::from),
-                adapter_default_max_tokens: route.max_output_tokens.map(u64::from),
-            },
+/// The gate's check of one prepared request of `session` (any purpose): price it on its
+/// own route, journal it `ready` and make that durable, then refuse it over `H`
+/// (CC-BUD-6, CC-JNL-2). The conversation's gate and the summary transaction both call
+/// it, so a summary request is journaled and budget-checked like any other.
+pub(crate) async fn check_request(
+    care: &Care,
+    session: &ccare_session::Session,
+    call: &PreparedCall,
+    now_ms: i64,
+) -> Result<(), LlmFailure> {
+    let route = &call.route;
+    let config = &call.config;
+    let explicit = config
+        .max_tokens
+        .filter(|tokens| Some(*tokens) != route.max_output_tokens);
+    let budget = resolve(
+        &care.config,
+        RouteInfo {
+            provider: &route.provider,
+            model: &route.model,
+            purpose: purpose_of(config.purpose),
+            physical_window_tokens: route.context_window,
+            max_tokens: explicit.map(u64::from),
+            adapter_default_max_tokens: route.max_output_tokens.map(u64::from),
+        },
+    )
+    .map_err(|invalid| LlmFailure::new(FailureCode::InvalidRequest, invalid.to_string()))?;
+    // `ToolSpec` serializes as `{name, description, input_schema}`.
+    let tools: Value = if config.tools.is_empty() {
+        Value::Null
+    } else {
+        serde_json::to_value(&config.tools).unwrap_or(Value::Null)
+    };
+    let header = json!({
+        "provider": route.provider,
+        "model": route.model,
+        "reasoningEffort": config.reasoning_effort,
+        "temperature": config.temperature,
+        "maxTokens": config.max_tokens,
+    });
+    let header_key = calibration_header_key(&header, &tools);
+    // The dispatch check prices its final route itself (CC-PRC-4), calibrated on
+    // the session's settled requests of this header (CC-PRC-3).
+    let session_id = session.id();
+    let journal = &care.journal;
+    journal.flush().await.map_err(internal)?;
+    let records: Vec<CalibrationRecord> = journal
+        .list(session_id)
+        .await
+        .map_err(internal)?
+        .iter()
+        .map(calibration_record)
+        .collect();
+    let meter = meter_for(Some(&crate::plugin::RouteSnapshot::of(route))).map_err(internal)?;
+    let basis = calibrate(&records, &header_key, meter.basis().into());
+    let frozen = FrozenPricing::capture(
+        &meter,
+        basis,
+        ImagePricing::FixedEstimate,
+        FileTexts::default(),
+    );
+    let pricer = frozen.pricer(&meter).map_err(internal)?;
+    let messages = config.messages.iter().map(|message| &*message.message);
+    let price = pricer
+        .request(config.system.as_deref(), messages, &tools)
+        .map_err(internal)?;
+    let q = price.q();
+    let view = session.derived_view();
+    let surface_tokens = pricer
+        .request(
+            None,
+            view.messages.iter().map(|derived| &*derived.message),
+            &Value::Null,
         )
-        .map_err(|invalid| LlmFailure::new(FailureCode::InvalidRequest, invalid.to_string()))?;
-        // `ToolSpec` serializes as `{name, description, input_schema}`.
-        let tools: Value = if config.tools.is_empty() {
-            Value::Null
-        } else {
-            serde_json::to_value(&config.tools).unwrap_or(Value::Null)
+        .map(|surface| surface.q())
+        .unwrap_or(0);
+    if config.purpose == Purpose::Conversation {
+        let snapshot = crate::care::DispatchSnapshot {
+            log_revision: session.head(),
+            source_seqs: view.messages.iter().map(|derived| derived.seq).collect(),
+            surface_tokens,
+            other_tokens: q.saturating_sub(surface_tokens),
+            hard_input: budget.as_ref().map(|budget| budget.hard_input),
+            frozen: Some(crate::care::Frozen {
+                meter: meter.clone(),
+                pricing: frozen.clone(),
+                tools_raw: price.tools,
+                header_key: Some(header_key.clone()),
+            }),
         };
-        let header = json!({
+        care.with_session(session.id(), |state| {
+            state.last_dispatch = Some(snapshot);
+        });
+    }
+    let source_seqs: Vec<u64> = view.messages.iter().map(|derived| derived.seq).collect();
+    let surface: Vec<Value> = view
+        .messages
+        .iter()
+        .map(|derived| serde_json::to_value(&*derived.message).unwrap_or(Value::Null))
+        .collect();
+    let input: Vec<Value> = config
+        .messages
+        .iter()
+        .map(|message| serde_json::to_value(&*message.message).unwrap_or(Value::Null))
+        .collect();
+    let data = json!({
+        "callId": call.call_id,
+        "logRevision": session.head(),
+        "sourceSeqs": source_seqs,
+        "sourceHeader": header,
+        "sourceMessagesHash": content_hash(&Value::Array(surface)),
+        "purpose": purpose_name(config.purpose),
+        "route": {
             "provider": route.provider,
             "model": route.model,
+            "maxTokens": config.max_tokens,
             "reasoningEffort": config.reasoning_effort,
             "temperature": config.temperature,
-            "maxTokens": config.max_tokens,
-        });
-        let header_key = calibration_header_key(&header, &tools);
-        // The dispatch check prices its final route itself (CC-PRC-4), calibrated on
-        // the session's settled requests of this header (CC-PRC-3).
-        let session = context.session.id();
-        let journal = &self.care.journal;
-        journal.flush().await.map_err(internal)?;
-        let records: Vec<CalibrationRecord> = journal
-            .list(session)
-            .await
-            .map_err(internal)?
-            .iter()
-            .map(calibration_record)
-            .collect();
-        let meter = meter_for(Some(&crate::plugin::RouteSnapshot::of(route))).map_err(internal)?;
-        let basis = calibrate(&records, &header_key, meter.basis().into());
-        let frozen = FrozenPricing::capture(
-            &meter,
-            basis,
-            ImagePricing::FixedEstimate,
-            FileTexts::default(),
-        );
-        let pricer = frozen.pricer(&meter).map_err(internal)?;
-        let messages = config.messages.iter().map(|message| &*message.message);
-        let price = pricer
-            .request(config.system.as_deref(), messages, &tools)
-            .map_err(internal)?;
-        let q = price.q();
-        let view = context.session.derived_view();
-        let surface_tokens = pricer
-            .request(
-                None,
-                view.messages.iter().map(|derived| &*derived.message),
-                &Value::Null,
-            )
-            .map(|surface| surface.q())
-            .unwrap_or(0);
-        if config.purpose == Purpose::Conversation {
-            let snapshot = crate::care::DispatchSnapshot {
-                log_revision: context.session.head(),
-                source_seqs: view.messages.iter().map(|derived| derived.seq).collect(),
-                surface_tokens,
-                other_tokens: q.saturating_sub(surface_tokens),
-                hard_input: budget.as_ref().map(|budget| budget.hard_input),
-                frozen: Some(crate::care::Frozen {
-                    meter: meter.clone(),
-                    pricing: frozen.clone(),
-                    tools_raw: price.tools,
-                    header_key: Some(header_key.clone()),
-                }),
-            };
-            self.care.with_session(context.session.id(), |state| {
-                state.last_dispatch = Some(snapshot);
-            });
-        }
-        let source_seqs: Vec<u64> = view.messages.iter().map(|derived| derived.seq).collect();
-        let surface: Vec<Value> = view
-            .messages
-            .iter()
-            .map(|derived| serde_json::to_value(&*derived.message).unwrap_or(Value::Null))
-            .collect();
-        let input: Vec<Value> = config
-            .messages
-            .iter()
-            .map(|message| serde_json::to_value(&*message.message).unwrap_or(Value::Null))
-            .collect();
-        let data = json!({
-            "callId": call.call_id,
-            "logRevision": context.session.head(),
-            "sourceSeqs": source_seqs,
-            "sourceHeader": header,
-            "sourceMessagesHash": content_hash(&Value::Array(surface)),
-            "purpose": purpose_name(config.purpose),
-            "route": {
-                "provider": route.provider,
-                "model": route.model,
-                "maxTokens": config.max_tokens,
-                "reasoningEffort": config.reasoning_effort,
-                "temperature": config.temperature,
-            },
-            "inputHash": content_hash(&json!({
-                "system": config.system,
-                "tools": tools,
-                "messages": input,
-            })),
-            "pricingBasis": frozen.basis(),
-            "budget": budget,
-            "assessment": assess(q, budget.as_ref()),
-            "rawInput": price.raw_input(),
-            "toolsTokens": price.tools,
-            "inputTokens": q,
-            "calibrationHeaderKey": header_key,
-        });
-        journal
-            .ready(session, &call.call_id, context.clock.now_ms(), data)
-            .await
-            .map_err(internal)?;
-        // Persisted before the decision (CC-BUD-6).
-        journal.flush().await.map_err(internal)?;
-        match preflight(q, budget.as_ref()) {
-            Preflight::Dispatch => Ok(()),
-            Preflight::Refuse(refusal) => {
-                Err(refusal.to_llm_failure(&route.provider, &route.model))
-            }
-        }
+        },
+        "inputHash": content_hash(&json!({
+            "system": config.system,
+            "tools": tools,
+            "messages": input,
+        })),
+        "pricingBasis": frozen.basis(),
+        "budget": budget,
+        "assessment": assess(q, budget.as_ref()),
+        "rawInput": price.raw_input(),
+        "toolsTokens": price.tools,
+        "inputTokens": q,
+        "calibrationHeaderKey": header_key,
+    });
+    journal
+        .ready(session_id, &call.call_id, now_ms, data)
+        .await
+        .map_err(internal)?;
+    // Persisted before the decision (CC-BUD-6).
+    journal.flush().await.map_err(internal)?;
+    match preflight(q, budget.as_ref()) {
+        Preflight::Dispatch => Ok(()),
+        Preflight::Refuse(refusal) => Err(refusal.to_llm_failure(&route.provider, &route.model)),
     }
 }
 
@@ -194,7 +195,12 @@ impl RequestGate for BudgetGate {
         context: &'a HookContext,
         call: &'a PreparedCall,
     ) -> BoxFuture<'a, Result<(), LlmFailure>> {
-        Box::pin(self.check_call(context, call))
+        Box::pin(check_request(
+            &self.care,
+            &context.session,
+            call,
+            context.clock.now_ms(),
+        ))
     }
 
     fn dispatched(&self, _context: &HookContext, call: &PreparedCall) {

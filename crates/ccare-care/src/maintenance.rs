@@ -301,6 +301,7 @@ impl Care {
             reason,
             operation_id: &operation_id,
             cancel: context.cancel.clone(),
+            now_ms: context.now_ms,
         };
         let (result, repairs) = self
             .summarize_with_repairs(&run, nodes, range, min_fresh)

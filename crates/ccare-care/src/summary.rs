@@ -20,6 +20,7 @@
 //! action's journal record, and a committed summary lists them in `compaction/summary`
 //! (`repairs`).
 
+use ccare_agent::{SettledOutcome, Settlement};
 use ccare_core::kinds::{CompactionEnd, CompactionStart, UserMessage};
 use ccare_core::{ContentBlock, EventDraft, Message, Source, SurfaceOp, TokenUsage};
 use ccare_llm::{Assembler, CallConfig, CancellationToken, Finish, Purpose, RequestMessage};
@@ -100,6 +101,8 @@ pub(crate) struct SummaryRun<'a> {
     pub(crate) reason: &'static str,
     pub(crate) operation_id: &'a str,
     pub(crate) cancel: CancellationToken,
+    /// When the action began (ms since the epoch, the host clock), for the journal.
+    pub(crate) now_ms: i64,
 }
 
 fn text_of(message: &Message) -> String {
@@ -242,6 +245,7 @@ impl Care {
             model,
             compaction_id: uuid::Uuid::now_v7().to_string(),
             started: false,
+            start_seq: None,
             calls: 0,
             snapshot: SurfaceSnapshot::of(&view),
             snapshot_head: session.head(),
@@ -262,6 +266,7 @@ impl Care {
                 Ok(false) => continue,
                 Err(failure) => return transaction.abort(failure),
             }
+            let fitted_before = any_fits;
             any_fits = true;
             let calls_before = transaction.calls;
             match transaction.call(&request).await {
@@ -276,6 +281,16 @@ impl Care {
                     // CC-SUM-4: an exhausted call limit ends with the last error.
                     if failure.code == "SUMMARY_CALL_LIMIT" {
                         return transaction.abort(last_error.unwrap_or(failure));
+                    }
+                    // The gate refused it locally (its calibrated price is over the
+                    // summary route's H): like a candidate that does not fit, the next
+                    // smaller one is tried and no retry is spent (A24).
+                    if transaction.calls == calls_before
+                        && failure.code == "REQUEST_BUDGET_EXCEEDED"
+                    {
+                        any_fits = fitted_before;
+                        last_error = Some(failure);
+                        continue;
                     }
                     // A dispatched call that failed (not cancelled) may be repaired.
                     if transaction.calls > calls_before && failure.code != "ABORTED" {
@@ -433,6 +448,9 @@ struct Transaction<'a, 'r> {
     model: String,
     compaction_id: String,
     started: bool,
+    /// The seq of its `compaction/start`, once written: the event the journal's
+    /// summary-call records settle on.
+    start_seq: Option<u64>,
     calls: u64,
     /// The surface when the transaction opened, or after its latest accepted repair.
     snapshot: SurfaceSnapshot,
@@ -574,17 +592,38 @@ impl Transaction<'_, '_> {
                 trigger: self.run.reason.to_owned(),
             })
             .map_err(|error| SummaryFailure::new("ENCODE_FAILED", error.to_string()))?;
-            session
+            let start = session
                 .append(start)
                 .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
+            self.start_seq = Some(start.seq());
             self.started = true;
         }
-        self.calls += 1;
         let call = self
             .llm
             .prepare_call(self.config(request))
             .map_err(|failure| SummaryFailure::new(failure.code.as_str(), failure.message))?;
         let call_id = call.call_id.clone();
+        // Like every request (CC-BUD-6, CC-JNL-2): journaled `ready` and durable, then
+        // refused here if its calibrated price is over the summary route's H. A local
+        // refusal is not a dispatch and does not count as a call (CC-SUM-4).
+        let journal = &self.care.journal;
+        if let Err(failure) =
+            crate::gate::check_request(self.care, session, &call, self.run.now_ms).await
+        {
+            // An unmount or cancel while the record was written is what happened, not
+            // the journal error it caused.
+            if self.care.lifetime.is_cancelled() || self.run.cancel.is_cancelled() {
+                return self.fail("ABORTED", "the summary was cancelled");
+            }
+            if let Err(error) = journal.not_dispatched(&call_id, &failure) {
+                tracing::warn!(call = %call_id, %error, "context-care journal: refusal not recorded");
+            }
+            return self.fail(failure.code.as_str(), failure.message);
+        }
+        self.calls += 1;
+        if let Err(error) = journal.dispatched(&call_id) {
+            tracing::warn!(call = %call_id, %error, "context-care journal: dispatched not recorded");
+        }
         let (provider, model) = (call.route.provider.clone(), call.route.model.clone());
         let max_tokens = call.config.max_tokens;
         // The signal is any(caller, lifetime) (CC-SER-1): an unmount stops the call.
@@ -614,6 +653,23 @@ impl Transaction<'_, '_> {
             Some(failure) => assembler.fail(failure),
             None => assembler.finish(),
         };
+        // Settled on the transaction's `compaction/start` (the call has no event of its
+        // own; a committed summary's usage is also in `compaction/summary`).
+        let settlement = Settlement {
+            call_id: call_id.clone(),
+            attempt: 1,
+            outcome: match assembled.finish {
+                Finish::Stop | Finish::Length | Finish::ToolCalls => SettledOutcome::Completed,
+                Finish::Aborted => SettledOutcome::Interrupted,
+                Finish::Error { .. } => SettledOutcome::Failed,
+            },
+            event_seq: self.start_seq.unwrap_or_default(),
+            event_type: ccare_core::kinds::COMPACTION_START,
+            usage: assembled.usage,
+        };
+        if let Err(error) = journal.settled(&settlement) {
+            tracing::warn!(call = %call_id, %error, "context-care journal: settlement not recorded");
+        }
         match &assembled.finish {
             Finish::Stop => {}
             Finish::Length => return self.fail("MAX_TOKENS", "the summary hit its output limit"),

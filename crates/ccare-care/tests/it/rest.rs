@@ -392,6 +392,23 @@ async fn cc_sum_5_a_requested_summary_commits_a_checkpoint_and_keeps_the_rest_me
     assert_eq!(action["reason"], "requested");
     assert_eq!(action["outcome"], "committed");
     assert!(action["afterInput"].as_u64().unwrap() < action["beforeInput"].as_u64().unwrap());
+    // The summary call has its own request record (CC-JNL-2), settled on the
+    // transaction's compaction/start, and the action names it.
+    let summary_call = journal
+        .iter()
+        .map(|(_, record)| &record["data"])
+        .find(|data| data["purpose"] == "compaction")
+        .unwrap();
+    assert_eq!(summary_call["callId"], action["callId"]);
+    assert_eq!(summary_call["dispatched"], true);
+    assert_eq!(summary_call["outcome"], "completed");
+    assert_eq!(summary_call["eventType"], "compaction/start");
+    assert_eq!(
+        summary_call["eventSeq"],
+        rig.events("compaction/start")[0].0
+    );
+    assert!(summary_call["usage"]["inputTokens"].as_u64().unwrap() > 0);
+    assert!(summary_call["inputTokens"].as_u64().unwrap() > 0);
 }
 
 #[tokio::test]

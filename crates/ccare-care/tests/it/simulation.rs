@@ -287,8 +287,19 @@ async fn a_long_session_stays_within_budget_and_keeps_its_task() {
     let dispatched: Vec<&Value> = records
         .iter()
         .map(|(_, record)| &record["data"])
-        .filter(|data| data["dispatched"] == true)
+        .filter(|data| data["dispatched"] == true && data["purpose"] == "conversation")
         .collect();
+    let summary_records = records
+        .iter()
+        .filter(|(_, record)| {
+            record["data"]["dispatched"] == true && record["data"]["purpose"] == "compaction"
+        })
+        .count();
+    assert_eq!(
+        summary_records,
+        summaries.len(),
+        "every summary call is journaled too"
+    );
     assert_eq!(
         dispatched.len(),
         conversation.len(),
