@@ -281,9 +281,11 @@ impl Care {
         let operation_id = uuid::Uuid::now_v7().to_string();
         let key = self.proposal_key(context.session, nodes, range, frozen);
         let before_seq = context.session.head();
+        let generation = || context.session.derived_view().replace_generation;
         let mut data = json!({
             "operationId": operation_id,
             "action": "summary",
+            "beforeGeneration": generation(),
             "reason": reason,
             "phase": "started",
             "beforeSeq": before_seq,
@@ -318,6 +320,7 @@ impl Care {
                     object.insert("beforeInput".to_owned(), json!(committed.before));
                     object.insert("afterInput".to_owned(), json!(committed.after));
                     object.insert("afterSeq".to_owned(), json!(context.session.head()));
+                    object.insert("afterGeneration".to_owned(), json!(generation()));
                     object.insert(
                         "routeSaving".to_owned(),
                         json!(committed.before.saturating_sub(committed.after)),
@@ -334,6 +337,10 @@ impl Care {
                     object.insert("callId".to_owned(), json!(committed.call_id));
                     object.insert("usage".to_owned(), json!(committed.usage));
                     object.insert("coverage".to_owned(), committed.coverage.clone());
+                    object.insert(
+                        "heuristicSaving".to_owned(),
+                        json!(committed.heuristic_saving),
+                    );
                     if !committed.secondary_failures.is_empty() {
                         object.insert(
                             "secondaryFailures".to_owned(),
@@ -357,6 +364,7 @@ impl Care {
                     object.insert("outcome".to_owned(), json!("failed"));
                     object.insert("error".to_owned(), error_value(failure));
                     object.insert("afterSeq".to_owned(), json!(context.session.head()));
+                    object.insert("afterGeneration".to_owned(), json!(generation()));
                 }
             }
         }

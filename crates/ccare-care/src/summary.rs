@@ -88,6 +88,8 @@ pub struct Committed {
     /// What failed after the checkpoint was live (closing the transaction, the flush):
     /// recorded, never turning the commit into a failure.
     pub secondary_failures: Vec<SummaryFailure>,
+    /// The meter's (unscaled) tokens of what it shadowed minus the checkpoint's.
+    pub heuristic_saving: u64,
 }
 
 /// What a summary needs of its caller.
@@ -990,19 +992,28 @@ impl Transaction<'_, '_> {
                 ),
             ));
         }
-        // `shadowedTokenCount` is the meter's (unscaled) sum (CC-SUM-5).
-        let shadowed_tokens: u64 = match self.run.frozen.pricing.pricer(&self.run.frozen.meter) {
-            Ok(pricer) => now
-                .messages
-                .iter()
-                .filter(|derived| in_candidate.contains(&derived.seq))
-                .filter_map(|derived| pricer.message(&derived.message).ok())
-                .map(|price| price.text + price.visual)
-                .sum(),
-            Err(error) => {
-                return self.abort(SummaryFailure::new("PRICING_FAILED", error.to_string()));
-            }
-        };
+        // `shadowedTokenCount` is the meter's (unscaled) sum (CC-SUM-5), and
+        // `heuristicSaving` (CC-JNL-3) what the checkpoint saves on that basis.
+        let (shadowed_tokens, checkpoint_tokens) =
+            match self.run.frozen.pricing.pricer(&self.run.frozen.meter) {
+                Ok(pricer) => {
+                    let raw = |message: &Message| {
+                        pricer
+                            .message(message)
+                            .map_or(0, |price| price.text + price.visual)
+                    };
+                    let shadowed: u64 = now
+                        .messages
+                        .iter()
+                        .filter(|derived| in_candidate.contains(&derived.seq))
+                        .map(|derived| raw(&derived.message))
+                        .sum();
+                    (shadowed, raw(&checkpoint))
+                }
+                Err(error) => {
+                    return self.abort(SummaryFailure::new("PRICING_FAILED", error.to_string()));
+                }
+            };
         let mut summary_data = object(json!({
                 "compaction_id": self.compaction_id,
                 "summary": output.summary,
@@ -1084,6 +1095,7 @@ impl Transaction<'_, '_> {
             usage: output.usage,
             coverage,
             secondary_failures: secondary,
+            heuristic_saving: shadowed_tokens.saturating_sub(checkpoint_tokens),
         })
     }
 

@@ -73,6 +73,9 @@ async fn a26_cc_mnt_6_without_max_passes_the_limit_is_two() {
     // CC-SUM-5 coverage in the journal: the second pass summarized the first's
     // checkpoint, so it stands for the same leaves one summary deeper.
     assert_eq!(actions[0]["coverage"]["depth"], 0);
+    // CC-JNL-3: the replace generation moved, and the meter's own count shrank.
+    assert!(actions[0]["afterGeneration"].as_u64() > actions[0]["beforeGeneration"].as_u64());
+    assert!(actions[0]["heuristicSaving"].as_u64().unwrap() > 1_000);
     assert_eq!(actions[1]["coverage"]["depth"], 1);
     assert_eq!(
         actions[1]["coverage"]["parentCheckpointSeqs"],
@@ -165,6 +168,10 @@ async fn a26_cc_mnt_5_a_memo_hit_stops_the_loop_with_no_call() {
     assert_eq!(actions.len(), 1, "a memo hit is no action");
     assert_eq!(actions[0]["phase"], "no-useful-range");
     assert_eq!(actions[0]["error"]["code"], "SUMMARY_NOT_SMALLER");
+    assert_eq!(
+        actions[0]["afterGeneration"], actions[0]["beforeGeneration"],
+        "nothing replaced"
+    );
     let ends = rig.events("compaction/end");
     assert_eq!(ends.len(), 1);
     assert!(rig.events("compaction/summary").is_empty(), "history kept");
