@@ -231,10 +231,12 @@ impl Boundary {
                 return (measured, None);
             }
             let (passes, after) = care.automatic(maintenance_, frozen_, measured).await;
+            // The band it ended in, as an outcome (CC-BND-2 "Auto", CC-DEF-3).
             let band = (passes > 0)
                 .then_some(after.budget.as_ref())
                 .flatten()
-                .map(|budget| AutoBand::of(after.load, budget));
+                .map(|budget| AutoBand::of(after.load, budget))
+                .map(|band| (band.id(), band.line(auto_texts(care.locale))));
             (after, band)
         };
         let measured = if let Some(rest) = rest {
@@ -271,18 +273,14 @@ impl Boundary {
                 )
             {
                 let (after, band) = automatic(after_rest).await;
-                if let Some(band) = band {
-                    outcomes.push((band.id(), band.line(auto_texts(care.locale))));
-                }
+                outcomes.extend(band);
                 after
             } else {
                 after_rest
             }
         } else if measured.budget.is_some() {
             let (after, band) = automatic(measured).await;
-            if let Some(band) = band {
-                outcomes.push((band.id(), band.line(auto_texts(care.locale))));
-            }
+            outcomes.extend(band);
             after
         } else {
             care.with_session(id, |state| {
