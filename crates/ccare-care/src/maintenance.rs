@@ -124,31 +124,42 @@ impl Care {
         let pricer = frozen.pricing.pricer(&frozen.meter).ok();
         let seqs: std::collections::HashSet<u64> = range.seqs(nodes).into_iter().collect();
         let view = session.derived_view();
-        let selected: Vec<(u64, crate::memo::MemoPart)> =
-            self.with_session(session.id(), |state| {
-                view.messages
-                    .iter()
-                    .filter(|derived| seqs.contains(&derived.seq))
-                    .filter(|derived| !crate::range_nodes::is_own(&derived.message))
-                    .map(|derived| {
-                        let part = *state.memo_parts.entry(derived.seq).or_insert_with(|| {
-                            crate::memo::MemoPart {
-                                digest: crate::memo::message_digest(&derived.message),
-                                price: pricer
-                                    .as_ref()
-                                    .and_then(|pricer| pricer.message(&derived.message).ok()),
-                            }
-                        });
-                        (derived.seq, part)
-                    })
-                    .collect()
-            });
+        let selected: Vec<&ccare_session::DerivedMessage> = view
+            .messages
+            .iter()
+            .filter(|derived| seqs.contains(&derived.seq))
+            .filter(|derived| !crate::range_nodes::is_own(&derived.message))
+            .collect();
+        // Known parts under the session lock; new ones computed outside it (hashing a
+        // long session's messages the first time takes milliseconds), then kept.
+        let known: Vec<Option<crate::memo::MemoPart>> = self.with_session(session.id(), |state| {
+            selected
+                .iter()
+                .map(|derived| state.memo_parts.get(&derived.seq).copied())
+                .collect()
+        });
+        let parts: Vec<(u64, crate::memo::MemoPart)> = selected
+            .iter()
+            .zip(known)
+            .map(|(derived, known)| {
+                let part = known.unwrap_or_else(|| crate::memo::MemoPart {
+                    digest: crate::memo::message_digest(&derived.message),
+                    price: pricer
+                        .as_ref()
+                        .and_then(|pricer| pricer.message(&derived.message).ok()),
+                });
+                (derived.seq, part)
+            })
+            .collect();
+        self.with_session(session.id(), |state| {
+            state.memo_parts.extend(parts.iter().copied());
+        });
         let route = self
             .route
             .as_deref()
             .map(|route| format!("{}/{}", route.provider, route.model));
         crate::memo::proposal_key(
-            selected,
+            parts,
             &crate::memo::MemoPolicy {
                 scale: frozen.pricing.text_scale().as_f64(),
                 header: frozen.header_key.as_deref(),
