@@ -186,7 +186,8 @@ impl ActionRecord {
             .unwrap_or_default()
     }
 
-    /// One line: when, id, action, reason, outcome, and the input before → after.
+    /// One line: id, action, reason, outcome, and the input before → after (the caller
+    /// prints `at` in its own time format).
     pub fn line(&self) -> String {
         let field = |key: &str| {
             self.data
@@ -199,8 +200,7 @@ impl ActionRecord {
                 .unwrap_or_else(|| "-".to_owned())
         };
         let mut line = format!(
-            "{}  {}  {} {} {}",
-            self.at,
+            "{}  {} {} {}",
             self.operation_id(),
             field("action"),
             field("reason"),

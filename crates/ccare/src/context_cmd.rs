@@ -1,4 +1,5 @@
-//! `ccare context status`: a fresh context-care sample of a session, for people.
+//! `ccare context status|actions|diff`: a fresh context-care sample of a session, and
+//! its maintenance journal, for people.
 
 use std::io::Write as _;
 
@@ -8,19 +9,26 @@ use crate::boot::Booted;
 /// The note printed after the report: the sample changed nothing.
 pub(crate) const NOTHING_APPENDED: &str = "(sampled now; nothing was appended to the session)";
 
-fn mounted(booted: &Booted) -> Result<&ccare_care::ContextCare, Failure> {
-    booted.care.as_ref().ok_or_else(|| {
-        Failure::bad_input(anyhow::anyhow!(
-            "context-care is not mounted: add a [plugins.context-care] table to ccare.toml"
-        ))
-    })
-}
-
+/// The session's maintenance records. They are read from the store's journal, which
+/// needs no configuration: when `[plugins.context-care]` is absent (e.g. a session the
+/// demo wrote), a default context-care is mounted on this command's host to read them.
 async fn action_records(
     booted: &Booted,
     session: &ccare_session::Session,
 ) -> Result<Vec<ccare_care::report::ActionRecord>, Failure> {
-    match mounted(booted)?.actions(session).await {
+    let reader;
+    let care = match &booted.care {
+        Some(care) => care,
+        None => {
+            reader = ccare_care::ContextCare::default();
+            booted
+                .host
+                .mount(&reader, &serde_json::json!({}))
+                .map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
+            &reader
+        }
+    };
+    match care.actions(session).await {
         Some(records) => records.map_err(Failure::failed),
         None => Err(Failure::failed(anyhow::anyhow!(
             "context-care was configured but not mounted"
@@ -40,7 +48,11 @@ pub(crate) async fn actions(booted: &Booted, session: &str, json: bool) -> Resul
         let line = if json {
             serde_json::to_string(record).map_err(Failure::failed)?
         } else {
-            record.line()
+            format!(
+                "{}  {}",
+                crate::output::rfc3339_utc(record.at),
+                record.line()
+            )
         };
         writeln!(stdout, "{line}").map_err(Failure::failed)?;
     }
@@ -59,7 +71,11 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
         )));
     };
     let mut out = String::new();
-    out.push_str(&format!("action       {}\n", record.line()));
+    out.push_str(&format!(
+        "action       {}  {}\n",
+        crate::output::rfc3339_utc(record.at),
+        record.line()
+    ));
     let replacements = record
         .data
         .get("replacements")

@@ -1,10 +1,12 @@
 //! `ccare demo`: an offline showcase of the agent loop on the scripted provider.
 //!
-//! Three turns in one session: the model writes a file with a tool, reads it back,
+//! Five turns in one session: the model writes a file with a tool, reads it back,
 //! then — after the agent is dropped and the session reopened from the store, as a
-//! new process would — searches the session log. Everything goes through the real
-//! host: SQLite store, agent loop, built-in tools confined to
-//! `$CCARE_HOME/demo-workspace`. Only the model is scripted.
+//! new process would — searches the session log, starts a looping list that stream
+//! watch stops and resumes, and finally asks context care for a rest with its own
+//! handoff note, which summarizes the earlier turns into a checkpoint. Everything goes
+//! through the real host: SQLite store, agent loop, built-in tools confined to
+//! `$CCARE_HOME/demo-workspace`, both plugins. Only the model is scripted.
 
 use std::io::Write as _;
 use std::sync::Arc;
@@ -21,7 +23,7 @@ use crate::Failure;
 use crate::home::Home;
 
 /// The model's side of the demo, one reply per request.
-const DEMO_SCRIPT: &str = r##"
+const DEMO_SCRIPT: &str = r###"
 {"reasoning": "The user wants a note on disk. I will write it with write_file.", "text": "I'll write the note now.", "tool_calls": [{"name": "write_file", "arguments": {"path": "notes/context.md", "content": "# Context care\n\nLong agent sessions fail when the context overflows. Keep a durable log,\ncompact with care, and never split a tool call from its result.\n"}}]}
 {"text": "Done: notes/context.md holds a four-line note on context care."}
 {"tool_calls": [{"name": "read_file", "arguments": {"path": "notes/context.md"}}]}
@@ -30,14 +32,29 @@ const DEMO_SCRIPT: &str = r##"
 {"text": "Found it: the earlier turns mention the durable log in the note I wrote and in the file I read back. Nothing was lost across the restart."}
 {"text": "LOOPING_REPLY"}
 {"text": "Back on track (the system stopped my repeating list): write the note, read it back, search the log."}
-"##;
+{"text": "I'll leave a handoff note and rest.", "tool_calls": [{"name": "context_rest", "arguments": {"note": HANDOFF_NOTE}}]}
+{"expect": {"purpose": "compaction"}, "text": "## Primary Request and Intent\n- Write a short note on context care to notes/context.md, read it back, search the session for \"durable log\", list the steps.\n## Key Technical Concepts\n- durable session log; compaction that keeps tool calls with their results\n## Files and Code\n- notes/context.md (four lines, written and read back)\n## Errors and Fixes\n- a repeating list was stopped by stream watch and resumed\n## Pending Jobs\n(none)\n## Current Work\n- resting at the user's request\n## Next Step\n- wait for the next request\n## Critical Context\n(none)"}
+{"text": "Rested: the earlier turns are a checkpoint now, and my note is kept verbatim after it."}
+"###;
 
-const PROMPTS: [&str; 4] = [
+/// The model's handoff note for its rest (1000–8000 characters, as `context_rest` asks).
+const HANDOFF_NOTE: &str = "Handoff. Goal of the session: show the user how a context-cared agent works. Done so far: I wrote notes/context.md with write_file (four lines: long agent sessions fail when the context overflows; keep a durable log; compact with care; never split a tool call from its result), read it back with read_file and summarized it, then, after the session was closed and reopened from the store, searched the session log for \"durable log\" with session_search and found both the note I wrote and the file I read back, which shows nothing was lost across the restart. When asked to list the steps, I started a list that began to repeat itself; stream watch stopped it mid-generation, kept what I had written, and I resumed with the three real steps: write the note, read it back, search the log. Open items: none; the user has not asked for anything else. If work continues: reread notes/context.md before changing it, keep answers short, and use session_search rather than guessing what happened earlier in this session. Identifiers worth keeping: the file notes/context.md in the demo workspace, and the query \"durable log\".";
+
+const PROMPTS: [&str; 5] = [
     "Write a short note about context care to notes/context.md.",
     "What does the note say?",
     "Search this session for \"durable log\".",
     "List the steps we took.",
+    "That's all for now. Take a rest, and leave yourself a handoff note.",
 ];
+
+/// Context care's settings for the demo: a short retained tail and a low fresh-text
+/// threshold, so this small session (a few thousand tokens) already has earlier
+/// history worth summarizing when the model asks for a rest. The defaults wait for far
+/// more.
+fn care_config() -> serde_json::Value {
+    serde_json::json!({"retain_tokens": 600, "min_fresh_tokens": 300})
+}
 
 /// The route the demo model is priced against by context-care.
 const DEMO_MODEL: &str = "demo/scripted";
@@ -58,7 +75,11 @@ fn host(home: &Home) -> Result<(Arc<Host>, ccare_care::ContextCare), Failure> {
     let mut llm = Llm::from_config(config, &|_| None).map_err(Failure::failed)?;
     // The fourth reply loops, so the stream watch has something to stop.
     let looping = "- check the build\\n".repeat(60);
-    let script = ScriptProvider::from_jsonl(&DEMO_SCRIPT.replace("LOOPING_REPLY", &looping))
+    let script =
+        ScriptProvider::from_jsonl(&DEMO_SCRIPT.replace("LOOPING_REPLY", &looping).replace(
+            "HANDOFF_NOTE",
+            &serde_json::to_string(HANDOFF_NOTE).map_err(Failure::failed)?,
+        ))
         .map_err(Failure::failed)?;
     llm.insert_provider(
         "demo",
@@ -79,7 +100,7 @@ fn host(home: &Home) -> Result<(Arc<Host>, ccare_care::ContextCare), Failure> {
             .map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
     }
     let care = ccare_care::ContextCare::default().with_route(ccare_care::RouteSnapshot::of(&route));
-    host.mount(&care, &serde_json::json!({}))
+    host.mount(&care, &care_config())
         .map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
     host.mount(
         &ccare_watch::plugin::StreamWatchPlugin::default(),
@@ -183,7 +204,6 @@ pub(crate) async fn run(home: &Home) -> Result<(), Failure> {
     let second = agent(&host, reopened.clone());
     turn(&second, PROMPTS[2]).await?;
     turn(&second, PROMPTS[3]).await?;
-    reopened.flush().await.map_err(Failure::failed)?;
     let stopped = reopened.with_log(|log| {
         log.events().iter().any(|event| {
             event.kind() == ccare_core::kinds::TURN_END
@@ -194,6 +214,21 @@ pub(crate) async fn run(home: &Home) -> Result<(), Failure> {
         println!(
             "\n(stream-watch stopped the repeating list mid-generation, kept what it had written, and resumed the work)"
         );
+    }
+    turn(&second, PROMPTS[4]).await?;
+    reopened.flush().await.map_err(Failure::failed)?;
+    if let Some(Ok(actions)) = care.actions(&reopened).await {
+        for action in actions
+            .iter()
+            .filter(|action| action.data["outcome"] == "committed")
+        {
+            println!(
+                "\n(context care summarized the earlier turns into a checkpoint at the model's request: the next request's input went from {} to {} tokens; operation {})",
+                action.data["beforeInput"],
+                action.data["afterInput"],
+                action.operation_id()
+            );
+        }
     }
 
     let note = home.dir.join("demo-workspace/notes/context.md");
@@ -209,5 +244,8 @@ pub(crate) async fn run(home: &Home) -> Result<(), Failure> {
         }
     }
     println!("Look closer: ccare sessions show {id}    (or: ccare sessions export {id})");
+    println!(
+        "             ccare context actions --session {id}    (then: ccare context diff --session {id} --op OPERATION)"
+    );
     Ok(())
 }

@@ -27,6 +27,10 @@ fn demo_list_show_export_import_fork() {
         shown.contains("(stream-watch stopped the repeating list mid-generation"),
         "{shown}"
     );
+    assert!(
+        shown.contains("(context care summarized the earlier turns into a checkpoint at the model's request: the next request's input went from "),
+        "{shown}"
+    );
     assert!(shown.contains("  fatigue      "), "{shown}");
     assert!(
         shown.contains("  budget       C 16000 · R 1000 · H 15000 · S 12800 · L 12800"),
@@ -37,7 +41,19 @@ fn demo_list_show_export_import_fork() {
     let sessions: serde_json::Value = serde_json::from_str(&stdout(&list)).unwrap();
     let first = &sessions[0];
     let id = first["id"].as_str().unwrap().to_owned();
-    assert_eq!(first["events"], 51);
+    assert_eq!(first["events"], 68);
+    // The demo's rest is in the journal, readable without any config.
+    let actions = ccare(&home, &["context", "actions", "--session", &id]);
+    assert!(actions.status.success());
+    let actions = stdout(&actions);
+    assert!(
+        actions.contains(" summary requested committed  input "),
+        "{actions}"
+    );
+    assert!(
+        actions.starts_with("20"),
+        "an RFC 3339 time first: {actions}"
+    );
     assert!(first["created_at"].as_str().unwrap().ends_with('Z'));
 
     let show = ccare(&home, &["sessions", "show", &id]);
@@ -141,5 +157,5 @@ fn corrupted_row_is_reported_with_session_and_seq_and_exits_2() {
             |row| row.get(0),
         )
         .unwrap();
-    assert_eq!(count, 51);
+    assert_eq!(count, 68);
 }
