@@ -190,7 +190,7 @@ impl Care {
         let entries = self.journal.list(session.id()).await?;
         let mut controller = HysteresisController::new();
         for entry in &entries {
-            let data = &entry.data;
+            let data = entry.data();
             if data.get("purpose").and_then(Value::as_str) != Some("conversation") {
                 continue;
             }
@@ -369,11 +369,15 @@ fn latest_header(entries: &[JournalEntry]) -> (Option<String>, u64) {
     entries
         .iter()
         .rev()
-        .filter(|entry| entry.data.get("purpose").and_then(Value::as_str) == Some("conversation"))
+        .filter(|entry| entry.data().get("purpose").and_then(Value::as_str) == Some("conversation"))
         .find_map(|entry| {
-            let key = entry.data.get("calibrationHeaderKey")?.as_str()?.to_owned();
+            let key = entry
+                .data()
+                .get("calibrationHeaderKey")?
+                .as_str()?
+                .to_owned();
             let tools = entry
-                .data
+                .data()
                 .get("toolsTokens")
                 .and_then(Value::as_u64)
                 .unwrap_or(0);

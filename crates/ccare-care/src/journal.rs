@@ -11,6 +11,7 @@
 //! included); reads see acknowledged data only; [`RequestJournal::flush`] waits for
 //! every queued write and returns a retained write error once.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use ccare_agent::domains::{Domain, DomainError, DomainSpec, PluginDomains, TableSpec};
@@ -29,7 +30,9 @@ pub const JOURNAL_TABLE: &str = "records";
 /// stream; this is not proof that it was sent.
 pub const DISPATCH_BASIS: &str = "prepared-stream-handoff";
 
-/// One journal record as read back.
+/// One journal record as read back. The record is shared with the domain's rows, not
+/// copied: a request record carries the surface seqs it was built from, and the
+/// journal is read at every boundary.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JournalEntry {
     /// `call_<callId>` or `action_<uuid>`.
@@ -38,8 +41,14 @@ pub struct JournalEntry {
     pub at: i64,
     /// Request or maintenance.
     pub kind: JournalRecordKind,
-    /// The phase fields.
-    pub data: Value,
+    record: Arc<Value>,
+}
+
+impl JournalEntry {
+    /// The phase fields (`Null` if the record has none).
+    pub fn data(&self) -> &Value {
+        self.record.get("data").unwrap_or(&Value::Null)
+    }
 }
 
 /// The request journal of one mounted plugin; the domain opens on first use.
@@ -237,7 +246,7 @@ impl RequestJournal {
                     Some("maintenance") => JournalRecordKind::Maintenance,
                     _ => JournalRecordKind::Request,
                 },
-                data: record.get("data").cloned().unwrap_or(Value::Null),
+                record,
             })
             .collect();
         entries.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.key.cmp(&b.key)));
@@ -251,7 +260,7 @@ pub fn calibration_record(entry: &JournalEntry) -> CalibrationRecord {
     if entry.kind == JournalRecordKind::Maintenance {
         return CalibrationRecord::maintenance();
     }
-    let data = &entry.data;
+    let data = entry.data();
     let text = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
     CalibrationRecord {
         kind: JournalRecordKind::Request,

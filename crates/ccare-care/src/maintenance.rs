@@ -172,8 +172,8 @@ impl Care {
     async fn memo_hit(&self, session: &Session, key: &str) -> bool {
         match self.journal.list(session.id()).await {
             Ok(entries) => entries.iter().any(|entry: &JournalEntry| {
-                entry.data.get("phase").and_then(Value::as_str) == Some("no-useful-range")
-                    && entry.data.get("proposalKey").and_then(Value::as_str) == Some(key)
+                entry.data().get("phase").and_then(Value::as_str) == Some("no-useful-range")
+                    && entry.data().get("proposalKey").and_then(Value::as_str) == Some(key)
             }),
             Err(_) => false,
         }

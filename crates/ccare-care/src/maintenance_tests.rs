@@ -178,7 +178,7 @@ async fn a15_cc_deep_2_a_changed_span_is_handoff_source_changed() {
     let records = care.journal.list(session.id()).await.unwrap();
     let refused: Vec<&Value> = records
         .iter()
-        .map(|entry| &entry.data)
+        .map(|entry| entry.data())
         .filter(|data| data["action"] == "deep-rest")
         .collect();
     assert_eq!(refused.len(), 1);

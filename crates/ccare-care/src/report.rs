@@ -238,7 +238,7 @@ impl Care {
             .filter(|entry| entry.kind == crate::pricing::JournalRecordKind::Maintenance)
             .map(|entry| ActionRecord {
                 at: entry.at,
-                data: entry.data,
+                data: entry.data().clone(),
             })
             .collect())
     }
