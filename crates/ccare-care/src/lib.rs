@@ -1,5 +1,5 @@
-//! The context-care plugin's pure logic (spec context-care.md): everything it decides
-//! that needs no I/O, so each rule can be tested on its own vectors.
+//! The context-care plugin (spec context-care.md). Its pure logic, everything it
+//! decides that needs no I/O (so each rule can be tested on its own vectors):
 //!
 //! - [`config`]: the `[plugins.context-care]` table, strict, with its load errors
 //!   (CC-CFG-1) and the per-route budgets (CC-BUD-4).
@@ -14,6 +14,7 @@
 //! - [`range`]: the rest range, its balanced summary candidates and their ranking
 //!   (CC-MNT-2..4); [`range_nodes`] turns a session's surface into its nodes and gives
 //!   the deep rest's clear range (CC-DEEP-1).
+//! - [`memo`]: the no-useful-range memo key (CC-MNT-5).
 //! - [`texts`]: the model-visible texts in `en` and `zh` (CC-GEN-2, CC-GEN-3) and the
 //!   status text (CC-NTC-3, CC-NTC-4).
 //!
@@ -25,10 +26,12 @@
 //!
 //! The mounted plugin ([`ContextCare`]) wires them to the host: [`journal`] (the
 //! request journal in its storage domain, CC-JNL), the request gate (CC-BUD-6), the
-//! [`boundary`] (CC-BND, the status notice CC-NTC), and the tools `context_status` and
-//! [`rest_tool`] `context_rest` (CC-TOOL). A host may register [`SummaryRepair`] hooks
-//! ([`ContextCare::with_summary_repair`]) that repair a failed summary call's selection
-//! (CC-SUM-4).
+//! [`boundary`] (CC-BND, the status notice CC-NTC) with [`maintenance`] (pruning,
+//! summary passes, requested and deep rests, CC-MNT, CC-DEEP) and its [`summary`]
+//! transaction (CC-SUM), overflow recovery (CC-OVF), the done-[`ledger`] (CC-EXT-2),
+//! and the tools `context_status` and [`rest_tool`] `context_rest` (CC-TOOL). A host
+//! may register [`SummaryRepair`] hooks ([`ContextCare::with_summary_repair`]) that
+//! repair a failed summary call's selection (CC-SUM-4).
 //!
 //! ```
 //! use ccare_care::budget::{self, BudgetPhase, RouteInfo};
