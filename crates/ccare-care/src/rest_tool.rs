@@ -261,5 +261,5 @@ impl Tool for RestTool {
     }
 }
 
-/// The failure code of a second `context_rest` while one is pending ([EXT] CC-TOOL-3).
+/// The failure code of a second `context_rest` while one is pending (CC-TOOL-3, our extension).
 pub const ALREADY_SCHEDULED: &str = "ALREADY_SCHEDULED";
