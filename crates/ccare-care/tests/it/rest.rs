@@ -1171,8 +1171,9 @@ async fn a16_a_rest_after_an_inner_replacement_is_r1_with_no_compaction() {
     assert_eq!(rig.script.requests().len(), 3, "no summary call");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a27_unmounting_during_a_summary_aborts_it_and_closes_the_compaction() {
+/// A requested rest whose summary call takes two seconds, returned once that call is
+/// in flight (its `compaction/start` is in the log) and the turn still running.
+async fn rest_with_a_slow_summary_in_flight() -> Rig {
     let slow =
         json!({"expect": {"purpose": "compaction"}, "text": SUMMARY, "delay_ms": 2000}).to_string();
     let script = [
@@ -1185,7 +1186,6 @@ async fn a27_unmounting_during_a_summary_aborts_it_and_closes_the_compaction() {
     let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
     rig.turn(&lorem(400)).await;
     rig.agent.prompt("now rest");
-    // Wait until the summary call is in flight, then unmount.
     let started = std::time::Instant::now();
     while rig.events("compaction/start").is_empty() {
         assert!(
@@ -1194,6 +1194,13 @@ async fn a27_unmounting_during_a_summary_aborts_it_and_closes_the_compaction() {
         );
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
+    rig
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a27_unmounting_during_a_summary_aborts_it_and_closes_the_compaction() {
+    // The summary call is in flight; unmount.
+    let rig = rest_with_a_slow_summary_in_flight().await;
     assert!(rig.host.unmount("context-care"));
     let unmounted = std::time::Instant::now();
     rig.agent.when_idle().await;
@@ -1349,26 +1356,7 @@ async fn a15_a_handoff_larger_than_the_history_keeps_it_and_writes_no_events() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a17_cc_bnd_3_cancelling_the_turn_mid_summary_aborts_it_and_compacts_nothing() {
-    let slow =
-        json!({"expect": {"purpose": "compaction"}, "text": SUMMARY, "delay_ms": 2000}).to_string();
-    let script = [
-        r#"{"text": "read it"}"#.to_owned(),
-        rest_call(json!({"note": note(1200)})),
-        slow,
-        r#"{"text": "continuing"}"#.to_owned(),
-    ]
-    .join("\n");
-    let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
-    rig.turn(&lorem(400)).await;
-    rig.agent.prompt("now rest");
-    let started = std::time::Instant::now();
-    while rig.events("compaction/start").is_empty() {
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(10),
-            "no summary started"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-    }
+    let rig = rest_with_a_slow_summary_in_flight().await;
     let cancelled = std::time::Instant::now();
     rig.agent
         .cancel(ccare_agent::CancelCause::User, false)
