@@ -9,13 +9,11 @@ use std::sync::Arc;
 
 use ccare_agent::controls::{Patch, PatchOp};
 use ccare_agent::domains::{DomainSpec, TableSpec};
-use ccare_agent::{Agent, AgentOptions, Host};
+use ccare_agent::{Agent, Host};
 use ccare_core::kinds::TurnEndReason;
-use ccare_core::{ContentBlock, Locale, SessionId, Source, SystemClock};
+use ccare_core::{ContentBlock, Locale, SessionId, Source};
 use ccare_llm::script::ScriptProvider;
-use ccare_llm::{Llm, LlmConfig, ProviderConfig, ProviderKind};
-use ccare_session::{Registry, Session, Sessions, SessionsConfig};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_session::{Session, Sessions};
 use ccare_watch::completion::{
     Completion, CompletionConfig, CompletionConfigError, CompletionNotice, CompletionState,
     NoticeStatus, ObserveOutcome, PendingCompletion, SettleOutcome, detect_completion,
@@ -27,6 +25,8 @@ use ccare_watch::plugin::completion::{
     done_notice,
 };
 use serde_json::{Value, json};
+
+use crate::composition::Composition;
 use sha2::{Digest, Sha256};
 
 // ---------------------------------------------------------------------------------
@@ -39,6 +39,7 @@ fn label(text: &str) -> Option<String> {
 #[test]
 fn ac_19_completion_wording_and_what_never_counts() {
     assert_eq!(label("DONE").as_deref(), Some("DONE"));
+
     assert_eq!(label("任务已经完成了").as_deref(), Some("完成了"));
     for none in [
         "> DONE\n```\ncompleted\n```",
@@ -340,46 +341,20 @@ async fn rig_at(
     replies: &[Value],
     config: Option<Value>,
 ) -> Rig {
-    let store = SqliteStore::open(SqliteConfig::new(path)).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let text: Vec<String> = replies.iter().map(Value::to_string).collect();
-    let script = ScriptProvider::from_jsonl(&text.join("\n")).unwrap();
-    let mut llm_config = LlmConfig::default();
-    llm_config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    let mut llm = Llm::from_config(llm_config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script.clone()),
-    );
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
+    let composition = Composition::new(path, replies);
     if let Some(config) = config {
-        host.mount(&StreamWatchPlugin::default(), &config).unwrap();
+        composition
+            .host
+            .mount(&StreamWatchPlugin::default(), &config)
+            .unwrap();
     }
-    let session = match resume {
-        Some(id) => sessions.open(id).await.unwrap(),
-        None => sessions.create(None, Default::default()).await.unwrap(),
-    };
-    let agent = Agent::new(
-        Arc::clone(&host),
-        session.clone(),
-        Arc::new(SystemClock),
-        AgentOptions::new("s/scripted"),
-    );
+    let (session, agent) = composition.agent("scripted", resume).await;
     Rig {
-        host,
-        sessions,
+        host: composition.host,
+        sessions: composition.sessions,
         agent,
         session,
-        script,
+        script: composition.script,
     }
 }
 

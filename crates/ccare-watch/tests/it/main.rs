@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod completion;
+mod composition;
 mod config;
 mod detectors;
 mod firing;

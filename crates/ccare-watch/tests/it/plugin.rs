@@ -5,15 +5,14 @@
 use std::sync::Arc;
 
 use ccare_agent::controls::{Patch, PatchOp};
-use ccare_agent::{Agent, AgentOptions, Host};
-use ccare_core::SystemClock;
+use ccare_agent::{Agent, Host};
 use ccare_core::kinds::TurnEndReason;
 use ccare_llm::script::ScriptProvider;
-use ccare_llm::{Llm, LlmConfig, ProviderConfig, ProviderKind};
-use ccare_session::{Registry, Session, Sessions, SessionsConfig};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_session::Session;
 use ccare_watch::plugin::{LABEL_LOOP, LABEL_LOOP_ABORTED, LABEL_TIME, StreamWatchPlugin};
 use serde_json::{Value, json};
+
+use crate::composition::Composition;
 
 struct Rig {
     _dir: tempfile::TempDir,
@@ -25,42 +24,19 @@ struct Rig {
 
 async fn rig(lines: &[Value]) -> Rig {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("w.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
-    let script = ScriptProvider::from_jsonl(&text.join("\n")).unwrap();
-    let mut config = LlmConfig::default();
-    config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    let mut llm = Llm::from_config(config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script.clone()),
-    );
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
-    host.mount(&StreamWatchPlugin::default(), &json!({}))
+
+    let composition = Composition::new(&dir.path().join("w.db"), lines);
+    composition
+        .host
+        .mount(&StreamWatchPlugin::default(), &json!({}))
         .unwrap();
-    let session = sessions.create(None, Default::default()).await.unwrap();
-    let agent = Agent::new(
-        Arc::clone(&host),
-        session.clone(),
-        Arc::new(SystemClock),
-        AgentOptions::new("s/scripted"),
-    );
+    let (session, agent) = composition.agent("scripted", None).await;
     Rig {
         _dir: dir,
-        host,
+        host: composition.host,
         agent,
         session,
-        script,
+        script: composition.script,
     }
 }
 

@@ -10,14 +10,14 @@ use std::time::Duration;
 use ccare_agent::controls::{Patch, PatchOp};
 use ccare_agent::domains::{DomainSpec, Domains, TableSpec};
 use ccare_agent::{
-    Agent, AgentOptions, BoundaryContext, BoundaryContribution, BoundaryContributor, BoxFuture,
-    HookError, Host, Plugin, PluginScope,
+    Agent, BoundaryContext, BoundaryContribution, BoundaryContributor, BoxFuture, HookError, Host,
+    Plugin, PluginScope,
 };
 use ccare_core::kinds::TurnEndReason;
-use ccare_core::{ContentBlock, SessionId, SystemClock};
+use ccare_core::{ContentBlock, SessionId};
 use ccare_llm::script::ScriptProvider;
-use ccare_llm::{GenerateRequest, Llm, LlmConfig, ProviderConfig, ProviderKind, Purpose};
-use ccare_session::{Registry, Session, Sessions, SessionsConfig};
+use ccare_llm::{GenerateRequest, Purpose};
+use ccare_session::Session;
 use ccare_store::{SqliteConfig, SqliteStore, Store};
 use ccare_watch::pattern::fixture_1;
 use ccare_watch::plugin::StreamWatchPlugin;
@@ -28,6 +28,8 @@ use ccare_watch::plugin::prompts::{
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tempfile::TempDir;
+
+use crate::composition::Composition;
 
 const HOT: &str = "我不会做第一项。\n我不会做第二项。\n我不会做第三项。";
 const FEEDBACK: &str = "{boundModelLabel} {sourceModel} H={H} K={K} N={N}\n{examples}";
@@ -74,51 +76,26 @@ async fn rig(lines: &[Value], prompts: Value) -> Rig {
 
 /// The rig over `dir`, reopening `session` when given (as a new process would).
 async fn rig_in(dir: TempDir, lines: &[Value], prompts: Value, session: Option<&SessionId>) -> Rig {
-    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("w.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let text: Vec<String> = lines.iter().map(Value::to_string).collect();
-    let script = ScriptProvider::from_jsonl(&text.join("\n")).unwrap();
-    let mut config = LlmConfig::default();
-    config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    let mut llm = Llm::from_config(config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script.clone()),
-    );
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
-    host.mount(
-        &StreamWatchPlugin::default(),
-        &json!({"model_scoped_prompts": prompts}),
-    )
-    .unwrap();
-    let previews = Arc::new(Mutex::new(Vec::new()));
-    host.mount(&PreviewProbe(Arc::clone(&previews)), &json!({}))
+    let composition = Composition::new(&dir.path().join("w.db"), lines);
+    composition
+        .host
+        .mount(
+            &StreamWatchPlugin::default(),
+            &json!({"model_scoped_prompts": prompts}),
+        )
         .unwrap();
-    let session = match session {
-        Some(id) => sessions.open(id).await.unwrap(),
-        None => sessions.create(None, Default::default()).await.unwrap(),
-    };
-    let agent = Agent::new(
-        Arc::clone(&host),
-        session.clone(),
-        Arc::new(SystemClock),
-        AgentOptions::new("s/a"),
-    );
+    let previews = Arc::new(Mutex::new(Vec::new()));
+    composition
+        .host
+        .mount(&PreviewProbe(Arc::clone(&previews)), &json!({}))
+        .unwrap();
+    let (session, agent) = composition.agent("a", session).await;
     Rig {
         dir,
-        host,
+        host: composition.host,
         agent,
         session,
-        script,
+        script: composition.script,
         previews,
     }
 }
