@@ -246,7 +246,6 @@ impl Care {
             run,
             model,
             compaction_id: uuid::Uuid::now_v7().to_string(),
-            started: false,
             start_seq: None,
             calls: 0,
             snapshot: SurfaceSnapshot::of(&view),
@@ -449,9 +448,8 @@ struct Transaction<'a, 'r> {
     run: &'a SummaryRun<'a>,
     model: String,
     compaction_id: String,
-    started: bool,
-    /// The seq of its `compaction/start`, once written: the event the journal's
-    /// summary-call records settle on.
+    /// The seq of its `compaction/start` while the transaction is open: the checkpoint
+    /// cites it, the journal's summary-call records settle on it, and an abort closes it.
     start_seq: Option<u64>,
     calls: u64,
     /// The surface when the transaction opened, or after its latest accepted repair.
@@ -587,7 +585,7 @@ impl Transaction<'_, '_> {
         if self.care.lifetime.is_cancelled() {
             return self.fail("ABORTED", "context-care was unmounted");
         }
-        if !self.started {
+        if self.start_seq.is_none() {
             let start = EventDraft::typed(&CompactionStart {
                 compaction_id: self.compaction_id.clone(),
                 turn: self.run.turn,
@@ -598,7 +596,6 @@ impl Transaction<'_, '_> {
                 .append(start)
                 .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
             self.start_seq = Some(start.seq());
-            self.started = true;
         }
         let call = self
             .llm
@@ -692,15 +689,7 @@ impl Transaction<'_, '_> {
         }) {
             return self.fail("UNSUPPORTED_CONTENT", "the summary is not only text");
         }
-        let summary = message
-            .content
-            .iter()
-            .filter_map(|block| match block {
-                ContentBlock::Text(text) => Some(text.text.as_str()),
-                _ => None,
-            })
-            .collect::<Vec<_>>()
-            .join("\n");
+        let summary = message.joined_text("\n");
         if summary.trim().is_empty() {
             return self.fail("SUMMARY_EMPTY", "the summary has no text");
         }
@@ -1037,14 +1026,7 @@ impl Transaction<'_, '_> {
             Ok(event) => event.seq(),
             Err(error) => return self.abort(SummaryFailure::new(error.code(), error.to_string())),
         };
-        let start_event = session.with_log(|log| {
-            log.events()
-                .iter()
-                .rev()
-                .find(|event| event.kind() == ccare_core::kinds::COMPACTION_START)
-                .map(|event| event.seq())
-        });
-        let mut sources: Vec<u64> = start_event.into_iter().collect();
+        let mut sources: Vec<u64> = self.start_seq.into_iter().collect();
         sources.push(summary_seq);
         sources.extend(candidate.iter().copied());
         let replace = match EventDraft::typed(&UserMessage {
@@ -1080,7 +1062,8 @@ impl Transaction<'_, '_> {
             tracing::error!(session = %session.id(), %failure, "compaction/end not written after the checkpoint");
             secondary.push(failure);
         }
-        self.started = false;
+        // Closed (or closing failed, recorded above): an abort must not close it again.
+        self.start_seq = None;
         if let Err(error) = session.flush().await {
             tracing::error!(session = %session.id(), %error, "the committed summary is not durable");
             secondary.push(SummaryFailure::new(error.code(), error.to_string()));
@@ -1101,7 +1084,7 @@ impl Transaction<'_, '_> {
 
     /// Closes an open transaction with the error and returns it.
     fn abort<T>(&self, failure: SummaryFailure) -> Result<T, SummaryFailure> {
-        if self.started {
+        if self.start_seq.is_some() {
             let end = CompactionEnd {
                 compaction_id: self.compaction_id.clone(),
                 error: Some(failure.code.clone()),
