@@ -108,9 +108,8 @@ pub(crate) struct DispatchSnapshot {
     /// Its route's hard input budget, when known.
     pub(crate) hard_input: Option<i64>,
     /// The pricing it was checked on; recovery prices on it (CC-OVF-2: "on the frozen
-    /// dispatch pricing"), so the proof compares like with like. `None` only where a
-    /// snapshot is built by hand (tests).
-    pub(crate) frozen: Option<Frozen>,
+    /// dispatch pricing"), so the proof compares like with like.
+    pub(crate) frozen: Frozen,
 }
 
 /// A pricing frozen for one action (CC-PRC-4) with what the journal says of the latest

@@ -128,12 +128,12 @@ pub(crate) async fn check_request(
             surface_tokens,
             other_tokens: q.saturating_sub(surface_tokens),
             hard_input: budget.as_ref().map(|budget| budget.hard_input),
-            frozen: Some(crate::care::Frozen {
+            frozen: crate::care::Frozen {
                 meter: meter.clone(),
                 pricing: frozen.clone(),
                 tools_raw: price.tools,
                 header_key: Some(header_key.clone()),
-            }),
+            },
         };
         care.with_session(session.id(), |state| {
             state.last_dispatch = Some(snapshot);

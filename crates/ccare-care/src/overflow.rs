@@ -120,10 +120,7 @@ impl OverflowRecovery {
             return Ok(RequestErrorDecision::Pass);
         }
         // CC-OVF-2: on the frozen dispatch pricing, as the failed request was priced.
-        let frozen = match failed.frozen.clone() {
-            Some(frozen) => frozen,
-            None => care.freeze(id).await?,
-        };
+        let frozen = &failed.frozen;
         let maintenance = Context {
             session,
             batch: &[],
@@ -132,11 +129,11 @@ impl OverflowRecovery {
             now_ms: context.clock.now_ms(),
         };
         if care.enabled(id, "overflow", "prune") {
-            care.prune(&maintenance, &frozen, "overflow").await;
+            care.prune(&maintenance, frozen, "overflow").await;
         }
         if care.llm.is_some() && care.route.is_some() {
             let view = session.derived_view();
-            if let Ok(nodes) = nodes(&view, &frozen)
+            if let Ok(nodes) = nodes(&view, frozen)
                 && let Ok(Some(range)) = select_rest_range(&nodes, 0, 0)
             {
                 if care.enabled(id, "overflow", "summary") {
@@ -144,7 +141,7 @@ impl OverflowRecovery {
                     let _ = care
                         .summary_over(
                             &maintenance,
-                            &frozen,
+                            frozen,
                             &nodes,
                             range,
                             0,
@@ -252,13 +249,24 @@ mod tests {
     /// The failed request of CC-OVF-3's vectors: sources [a, b], cost 100, built at the
     /// log revision given.
     fn failed(sources: Vec<u64>, log_revision: u64) -> DispatchSnapshot {
+        let meter = ccare_meter::Meter::default();
         DispatchSnapshot {
             log_revision,
             source_seqs: sources,
             surface_tokens: 100,
             other_tokens: 0,
             hard_input: None,
-            frozen: None,
+            frozen: crate::care::Frozen {
+                meter: meter.clone(),
+                pricing: crate::pricing::FrozenPricing::capture(
+                    &meter,
+                    crate::pricing::PricingBasis::meter_estimate(&meter),
+                    crate::pricing::ImagePricing::FixedEstimate,
+                    crate::pricing::FileTexts::default(),
+                ),
+                tools_raw: 0,
+                header_key: None,
+            },
         }
     }
 
