@@ -33,6 +33,7 @@ mod replay;
 mod session;
 mod sessions;
 mod state;
+mod status;
 mod texts;
 mod validate;
 mod view;
@@ -50,6 +51,7 @@ pub use replay::{LoadPolicy, Replayed, replay};
 pub use session::{CHECKPOINT_EVERY, Session, SessionHeader};
 pub use sessions::{LoadedSession, Sessions, SessionsConfig, new_session_id};
 pub use state::{LogState, PendingCall};
+pub use status::SessionStatus;
 pub use validate::{
     SingleOpenCompaction, ToolPairing, TurnStepNesting, Validator, Veto, builtin_validators,
 };

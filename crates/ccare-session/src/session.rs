@@ -25,6 +25,7 @@ use crate::projection::{
     AnyState, Checkpoint, PROJECTION_DOMAIN, Projection, ProjectionError, Slot,
 };
 use crate::registry::Registry;
+use crate::status::SessionStatus;
 use crate::validate::run_check;
 use crate::view::DerivedView;
 
@@ -202,6 +203,20 @@ impl Session {
         let mut shared = guard.borrow_mut();
         drain_settled(&mut shared);
         shared.fence.clone()
+    }
+
+    /// Whether `other` is a clone of this handle (the same open session, not merely the
+    /// same id).
+    pub(crate) fn same_handle(&self, other: &Session) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    /// Whether the session takes appends, or the store error that fenced it (H-STORE-6).
+    pub fn status(&self) -> SessionStatus {
+        match self.fence() {
+            None => SessionStatus::Writable,
+            Some(cause) => SessionStatus::Fenced { cause },
+        }
     }
 
     /// Appends `draft`, returning the committed event. The event is in memory and queued

@@ -151,10 +151,17 @@ impl Sessions {
     }
 
     /// Opens a session for appending: loads, audits and repairs it (H-SESS-1, H-SESS-5).
-    /// Opening an id that is already open returns the same session.
+    /// Opening an id that is already open returns the same session, unless a store error
+    /// fenced it: then it is reopened from the store (the durable events, repaired) and
+    /// the fenced handle is never handed out again (H-STORE-6). Holders of the old
+    /// handle keep a fenced session.
     pub async fn open(&self, id: &SessionId) -> Result<Session, SessionError> {
         if let Some(session) = self.live_session(id) {
-            return Ok(session);
+            let Some(cause) = session.fence() else {
+                return Ok(session);
+            };
+            self.forget_fenced(id, &session);
+            tracing::info!(session = %id, %cause, "reopening a fenced session from the store");
         }
         let LoadedSession { header, log, .. } = self.load(id).await?;
         let repairs = repair_drafts(log.state(), self.config.locale).map_err(|error| {
@@ -181,6 +188,17 @@ impl Sessions {
         let mut live = self.live.lock();
         let session = live.entry(id.clone()).or_insert(session).clone();
         Ok(session)
+    }
+
+    /// Drops `fenced` from the open sessions unless another open replaced it already.
+    fn forget_fenced(&self, id: &SessionId, fenced: &Session) {
+        let mut live = self.live.lock();
+        if live
+            .get(id)
+            .is_some_and(|current| current.same_handle(fenced))
+        {
+            live.remove(id);
+        }
     }
 
     /// Flushes and closes an open session; the engine forgets it.

@@ -34,7 +34,7 @@ pub fn render_timestamp(zone: &Zone, epoch_ms: i64) -> Result<String, String> {
     let second = epoch_ms.div_euclid(1000);
     let timestamp = Timestamp::from_second(second)
         .map_err(|_| format!("the instant {epoch_ms} ms is outside the supported range"))?;
-    let zoned = timestamp.to_zoned(zone.time_zone().clone());
+    let zoned = timestamp.to_zoned_datetime(zone.time_zone().clone());
     let year = i32::from(zoned.year());
     let year_text = if (0..=9999).contains(&year) {
         format!("{year:04}")
@@ -190,7 +190,7 @@ pub(crate) fn parse_timestamp(text: &str) -> Option<(Zone, i64)> {
     let name = text.get(open + 1..)?.strip_suffix(']')?;
     let zone = Zone::named(name).ok()?;
     let zoned = jiff::fmt::temporal::DateTimeParser::new()
-        .parse_zoned_with(crate::zone::bundled(), text)
+        .parse_zoned_datetime_with(crate::zone::bundled(), text)
         .ok()?;
     let second = zoned.timestamp().as_second();
     if zoned.timestamp().subsec_nanosecond() != 0 {

@@ -6,13 +6,16 @@ use ccare_core::{FailureCode, LlmFailure};
 use serde_json::Value;
 
 /// Wordings providers use for "the request does not fit the context window". Matched
-/// case-insensitively against the error message, type and code.
+/// case-insensitively against the error message, type and code (the servers each
+/// pattern comes from are in `errors/vectors.rs`).
 const OVERFLOW_PATTERNS: &[&str] = &[
     "context_length_exceeded",
     "maximum context length",
     "context length",
     "context window",
     "context_window",
+    "context size",
+    "context limit",
     "prompt is too long",
     "input is too long",
     "too many tokens",
@@ -22,68 +25,169 @@ const OVERFLOW_PATTERNS: &[&str] = &[
     "上下文长度",
 ];
 
+/// Error `type`s and `code`s that mean the request does not fit the context window,
+/// whatever the message says (compared case-insensitively, whole value).
+const OVERFLOW_KINDS: &[&str] = &[
+    // OpenAI, Groq, Azure OpenAI.
+    "context_length_exceeded",
+    // llama.cpp server.
+    "exceed_context_size_error",
+];
+
+/// Error `type`s, `code`s and Google `status` values that mean "slow down".
+const RATE_LIMIT_KINDS: &[&str] = &[
+    "rate_limit_exceeded",
+    "rate_limit_error",
+    "resource_exhausted",
+];
+
+/// Error `type`s, `code`s, Google `status` values and Google `reason`s that mean the
+/// key was missing or refused (Gemini answers a bad key with HTTP 400).
+const AUTH_KINDS: &[&str] = &[
+    "invalid_api_key",
+    "authentication_error",
+    "permission_error",
+    "unauthenticated",
+    "permission_denied",
+    "api_key_invalid",
+];
+
 /// The longest provider message kept in a failure.
 const MAX_MESSAGE_CHARS: usize = 2000;
 
-/// A failure from an HTTP error response.
+/// A failure from an HTTP error response, classified by status, error type and code,
+/// and the message's wording (H-LLM-5). An overflow signal wins over every status but
+/// 401/403, so a server that reports an overflow as 413, 429 or 5xx still starts
+/// overflow recovery. A 413 is never a rate limit, whatever its code says: the same
+/// payload sent again is refused again (Groq's per-minute cap below the request's size).
 pub(crate) fn from_http(status: u16, retry_after_ms: Option<u64>, body: &str) -> LlmFailure {
-    let (message, kind, code) = error_fields(body);
-    let haystack = format!("{message} {kind} {code}").to_lowercase();
-    let overflow = OVERFLOW_PATTERNS
-        .iter()
-        .any(|pattern| haystack.contains(pattern));
-    let failure_code = match status {
-        429 if !overflow => FailureCode::RateLimited,
-        401 | 403 => FailureCode::AuthFailed,
-        400..=499 if overflow => FailureCode::ContextWindowExceeded,
-        500..=599 if overflow => FailureCode::ContextWindowExceeded,
-        500..=599 => FailureCode::ProviderUnavailable,
-        _ => FailureCode::InvalidRequest,
+    let fields = ErrorFields::parse(body);
+    let failure_code = if matches!(status, 401 | 403) {
+        FailureCode::AuthFailed
+    } else if fields.is_overflow() {
+        FailureCode::ContextWindowExceeded
+    } else if status == 429 || (status != 413 && fields.has_kind(RATE_LIMIT_KINDS)) {
+        FailureCode::RateLimited
+    } else if fields.has_kind(AUTH_KINDS) {
+        FailureCode::AuthFailed
+    } else if (500..=599).contains(&status) {
+        FailureCode::ProviderUnavailable
+    } else {
+        FailureCode::InvalidRequest
     };
-    let text = if message.is_empty() {
+    let text = if fields.message.is_empty() {
         format!("HTTP {status}")
     } else {
-        message
+        fields.message
     };
     let mut failure = LlmFailure::new(failure_code, truncate(text)).with_status(status);
     failure.retry_after_ms = retry_after_ms;
     failure
 }
 
-/// A failure from an `{"error": ...}` object sent inside a stream.
+/// A failure from an `{"error": ...}` object sent inside a stream: classified by type,
+/// code and wording; anything unrecognised is the provider failing on its side.
 pub(crate) fn from_stream_error(error: &Value) -> LlmFailure {
     let body =
         Value::Object([("error".to_owned(), error.clone())].into_iter().collect()).to_string();
-    let (message, kind, code) = error_fields(&body);
-    let haystack = format!("{message} {kind} {code}").to_lowercase();
-    let failure_code = if OVERFLOW_PATTERNS.iter().any(|p| haystack.contains(p)) {
+    let fields = ErrorFields::parse(&body);
+    let haystack = fields.haystack();
+    let failure_code = if fields.is_overflow() {
         FailureCode::ContextWindowExceeded
-    } else if haystack.contains("rate") && haystack.contains("limit") {
+    } else if fields.has_kind(RATE_LIMIT_KINDS)
+        || (haystack.contains("rate") && haystack.contains("limit"))
+    {
         FailureCode::RateLimited
+    } else if fields.has_kind(AUTH_KINDS) {
+        FailureCode::AuthFailed
     } else {
         FailureCode::ProviderUnavailable
     };
-    LlmFailure::new(
-        failure_code,
-        truncate(if message.is_empty() { body } else { message }),
-    )
+    let message = if fields.message.is_empty() {
+        body
+    } else {
+        fields.message
+    };
+    LlmFailure::new(failure_code, truncate(message))
 }
 
-/// `(message, type, code)` from the usual error shapes: `{"error":{"message","type",
-/// "code"}}`, `{"error":"text"}`, `{"message":...}`, or plain text.
-fn error_fields(body: &str) -> (String, String, String) {
-    let Ok(value) = serde_json::from_str::<Value>(body) else {
-        return (body.trim().to_owned(), String::new(), String::new());
-    };
-    let error = value.get("error").unwrap_or(&value);
-    let text = |key: &str| match error.get(key) {
-        Some(Value::String(text)) => text.clone(),
-        Some(Value::Number(number)) => number.to_string(),
-        _ => String::new(),
-    };
-    match error {
-        Value::String(message) => (message.clone(), String::new(), String::new()),
-        _ => (text("message"), text("type"), text("code")),
+/// What an error body says, from the usual shapes: `{"error":{"message","type","code"}}`
+/// (OpenAI and most servers), `{"object":"error","message",...}` (vLLM, Mistral),
+/// `{"type":"error","error":{...}}` (Anthropic), `[{"error":{"message","status",
+/// "details"}}]` (Google), `{"error":"text"}` (Ollama, LM Studio), or plain text.
+#[derive(Debug, Default)]
+struct ErrorFields {
+    message: String,
+    /// `type`, `code`, Google's `status` and each `details[].reason`, as written.
+    kinds: Vec<String>,
+}
+
+impl ErrorFields {
+    fn parse(body: &str) -> Self {
+        let Ok(value) = serde_json::from_str::<Value>(body) else {
+            return Self {
+                message: body.trim().to_owned(),
+                kinds: Vec::new(),
+            };
+        };
+        // Google wraps its error object in a one-element array.
+        let value = match &value {
+            Value::Array(items) => items.first().unwrap_or(&Value::Null),
+            other => other,
+        };
+        let error = value.get("error").unwrap_or(value);
+        if let Value::String(message) = error {
+            return Self {
+                message: message.clone(),
+                kinds: Vec::new(),
+            };
+        }
+        let scalar = |value: Option<&Value>| match value {
+            Some(Value::String(text)) => Some(text.clone()),
+            Some(Value::Number(number)) => Some(number.to_string()),
+            _ => None,
+        };
+        let message = match error.get("message") {
+            Some(Value::String(text)) => text.clone(),
+            Some(Value::Null) | None => String::new(),
+            // Mistral's validation errors carry an object here.
+            Some(other) => other.to_string(),
+        };
+        let mut kinds: Vec<String> = ["type", "code", "status"]
+            .iter()
+            .filter_map(|key| scalar(error.get(*key)))
+            .collect();
+        if let Some(Value::Array(details)) = error.get("details") {
+            kinds.extend(
+                details
+                    .iter()
+                    .filter_map(|detail| scalar(detail.get("reason"))),
+            );
+        }
+        Self { message, kinds }
+    }
+
+    fn has_kind(&self, known: &[&str]) -> bool {
+        self.kinds
+            .iter()
+            .any(|kind| known.iter().any(|known| kind.eq_ignore_ascii_case(known)))
+    }
+
+    fn haystack(&self) -> String {
+        let mut haystack = self.message.to_lowercase();
+        for kind in &self.kinds {
+            haystack.push(' ');
+            haystack.push_str(&kind.to_lowercase());
+        }
+        haystack
+    }
+
+    fn is_overflow(&self) -> bool {
+        let haystack = self.haystack();
+        self.has_kind(OVERFLOW_KINDS)
+            || OVERFLOW_PATTERNS
+                .iter()
+                .any(|pattern| haystack.contains(pattern))
     }
 }
 
@@ -119,6 +223,9 @@ fn millis(ms: f64) -> u64 {
     // Finite and non-negative by the callers' filters; `as` saturates above u64::MAX.
     ms.ceil() as u64
 }
+
+#[cfg(test)]
+mod vectors;
 
 #[cfg(test)]
 mod tests {

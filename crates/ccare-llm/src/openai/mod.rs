@@ -176,7 +176,13 @@ impl Inner {
                 format!("{key} names the env var {var}, which is not set"),
             );
         }
-        let body = wire::request_body(request, self.stream);
+        // H-MSG-1: a block the wire cannot carry fails the call before anything is sent.
+        let body = match wire::request_body(request, self.stream) {
+            Ok(body) => body,
+            Err(unsupported) => {
+                return failure(FailureCode::UnsupportedContent, unsupported.to_string());
+            }
+        };
         let body = match serde_json::to_vec(&body) {
             Ok(body) => body,
             Err(error) => {

@@ -4,14 +4,64 @@
 //! are never merged. Tool results go out as `role: tool`, and their images move to a
 //! user message right after. Reasoning is echoed only where the route asks for it and
 //! only for assistant messages the same provider wrote.
+//!
+//! A block the wire cannot carry (an unknown block type, or a block in a role that has
+//! no place for it) is refused with [`Unsupported`] instead of being left out, so the
+//! model never sees less than the log says (H-MSG-1).
 
 use ccare_core::{ContentBlock, ImageBlock, JsonObject, Role, ToolCallBlock};
 use serde_json::{Map, Value, json};
 
 use crate::request::{CallConfig, GenerateRequest, RequestMessage};
 
-/// The JSON body for `request`, streaming or not.
-pub(crate) fn request_body(request: &GenerateRequest, stream: bool) -> Value {
+/// A block of the request that a chat-completions body cannot carry; the call fails
+/// with `UNSUPPORTED_CONTENT` before anything is sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Unsupported {
+    /// A block directly in a message.
+    #[error(
+        "message {index} ({role}) holds a block of type {kind:?}, which an OpenAI-compatible request cannot carry"
+    )]
+    Block {
+        /// The message's position in the request, from 1 (the system prompt not counted).
+        index: usize,
+        /// `user` or `assistant`.
+        role: &'static str,
+        /// The block's type as the log spells it.
+        kind: String,
+    },
+    /// A block inside a tool result (only text and images go out as tool output).
+    #[error(
+        "message {index} ({role}) holds a tool result with a block of type {kind:?}, which an OpenAI-compatible request cannot carry"
+    )]
+    InToolResult {
+        /// The message's position in the request, from 1.
+        index: usize,
+        /// `user` or `assistant`.
+        role: &'static str,
+        /// The inner block's type as the log spells it.
+        kind: String,
+    },
+}
+
+/// The type name of a block as the log spells it (`text`, `tool-call`, or an unknown
+/// block's own `type`).
+fn kind_of(block: &ContentBlock) -> String {
+    match block {
+        ContentBlock::Text(_) => "text".to_owned(),
+        ContentBlock::Reasoning(_) => "reasoning".to_owned(),
+        ContentBlock::ToolCall(_) => "tool-call".to_owned(),
+        ContentBlock::ToolResult(_) => "tool-result".to_owned(),
+        ContentBlock::Image(_) => "image".to_owned(),
+        ContentBlock::Unknown(object) => match object.get("type") {
+            Some(Value::String(kind)) => kind.clone(),
+            _ => "unknown".to_owned(),
+        },
+    }
+}
+
+/// The JSON body for `request`, streaming or not, or the first block it cannot carry.
+pub(crate) fn request_body(request: &GenerateRequest, stream: bool) -> Result<Value, Unsupported> {
     let config = &request.config;
     let mut body = Map::new();
     body.insert("model".into(), Value::String(request.route.model.clone()));
@@ -21,7 +71,7 @@ pub(crate) fn request_body(request: &GenerateRequest, stream: bool) -> Value {
             config,
             &request.route.provider,
             request.route.reasoning_echo,
-        )),
+        )?),
     );
     if !config.tools.is_empty() {
         let tools = config
@@ -58,27 +108,41 @@ pub(crate) fn request_body(request: &GenerateRequest, stream: bool) -> Value {
     for (key, value) in &config.ext {
         body.insert(key.clone(), value.clone());
     }
-    Value::Object(body)
+    Ok(Value::Object(body))
 }
 
-fn messages(config: &CallConfig, provider: &str, reasoning_echo: bool) -> Vec<Value> {
+fn messages(
+    config: &CallConfig,
+    provider: &str,
+    reasoning_echo: bool,
+) -> Result<Vec<Value>, Unsupported> {
     let mut out = Vec::with_capacity(config.messages.len() + 1);
     if let Some(system) = &config.system {
         out.push(json!({"role": "system", "content": system}));
     }
-    for message in &config.messages {
+    for (position, message) in config.messages.iter().enumerate() {
+        let index = position + 1;
         match message.role {
-            Role::User => user_messages(message, &mut out),
+            Role::User => user_messages(message, index, &mut out)?,
             Role::Assistant => {
                 let echo = reasoning_echo && message.origin.as_deref() == Some(provider);
-                out.push(assistant_message(message, echo));
+                out.push(assistant_message(message, index, echo)?);
             }
         }
     }
-    out
+    Ok(out)
 }
 
-fn user_messages(message: &RequestMessage, out: &mut Vec<Value>) {
+fn user_messages(
+    message: &RequestMessage,
+    index: usize,
+    out: &mut Vec<Value>,
+) -> Result<(), Unsupported> {
+    let refuse = |block: &ContentBlock| Unsupported::Block {
+        index,
+        role: "user",
+        kind: kind_of(block),
+    };
     let mut parts = Vec::new();
     let mut moved_images = Vec::new();
     for block in &message.message.content {
@@ -97,14 +161,22 @@ fn user_messages(message: &RequestMessage, out: &mut Vec<Value>) {
                         ContentBlock::Reasoning(_)
                         | ContentBlock::ToolCall(_)
                         | ContentBlock::ToolResult(_)
-                        | ContentBlock::Unknown(_) => {}
+                        | ContentBlock::Unknown(_) => {
+                            return Err(Unsupported::InToolResult {
+                                index,
+                                role: "user",
+                                kind: kind_of(inner),
+                            });
+                        }
                     }
                 }
                 out.push(json!({"role": "tool", "tool_call_id": result.call_id, "content": text}));
             }
             ContentBlock::Text(text) => parts.push(json!({"type": "text", "text": text.text})),
             ContentBlock::Image(image) => parts.push(image_part(image)),
-            ContentBlock::Reasoning(_) | ContentBlock::ToolCall(_) | ContentBlock::Unknown(_) => {}
+            ContentBlock::Reasoning(_) | ContentBlock::ToolCall(_) | ContentBlock::Unknown(_) => {
+                return Err(refuse(block));
+            }
         }
     }
     if !parts.is_empty() {
@@ -113,6 +185,7 @@ fn user_messages(message: &RequestMessage, out: &mut Vec<Value>) {
     if !moved_images.is_empty() {
         out.push(json!({"role": "user", "content": moved_images}));
     }
+    Ok(())
 }
 
 /// Text-only content goes out as one string (what every compatible server accepts);
@@ -140,7 +213,14 @@ fn image_part(image: &ImageBlock) -> Value {
     json!({"type": "image_url", "image_url": {"url": url}})
 }
 
-fn assistant_message(message: &RequestMessage, echo_reasoning: bool) -> Value {
+/// One assistant wire message. Reasoning that is opaque, or not echoed on this route, is
+/// left out by design (H-MSG-1: it goes back only to the provider that produced it);
+/// anything else without a place on the wire is refused.
+fn assistant_message(
+    message: &RequestMessage,
+    index: usize,
+    echo_reasoning: bool,
+) -> Result<Value, Unsupported> {
     let mut text = String::new();
     let mut reasoning = String::new();
     let mut calls = Vec::new();
@@ -149,10 +229,14 @@ fn assistant_message(message: &RequestMessage, echo_reasoning: bool) -> Value {
             ContentBlock::Text(block) => text.push_str(&block.text),
             ContentBlock::Reasoning(block) if !block.opaque => reasoning.push_str(&block.text),
             ContentBlock::ToolCall(call) => calls.push(tool_call(call)),
-            ContentBlock::Reasoning(_)
-            | ContentBlock::ToolResult(_)
-            | ContentBlock::Image(_)
-            | ContentBlock::Unknown(_) => {}
+            ContentBlock::Reasoning(_) => {}
+            ContentBlock::ToolResult(_) | ContentBlock::Image(_) | ContentBlock::Unknown(_) => {
+                return Err(Unsupported::Block {
+                    index,
+                    role: "assistant",
+                    kind: kind_of(block),
+                });
+            }
         }
     }
     let mut wire = JsonObject::new();
@@ -171,7 +255,7 @@ fn assistant_message(message: &RequestMessage, echo_reasoning: bool) -> Value {
     if !calls.is_empty() {
         wire.insert("tool_calls".into(), Value::Array(calls));
     }
-    Value::Object(wire)
+    Ok(Value::Object(wire))
 }
 
 fn tool_call(call: &ToolCallBlock) -> Value {

@@ -565,3 +565,74 @@ async fn h_llm_7_unknown_response_fields_are_kept_on_the_message() {
         json!({"annotations": [{"type": "url_citation", "url": "https://example.org"}], "x_note": "partial"})
     );
 }
+
+/// An `audio` block: a type this version does not know, kept whole on the message.
+fn unknown_block() -> ContentBlock {
+    let mut block = ccare_core::JsonObject::new();
+    block.insert("type".into(), json!("audio"));
+    block.insert("data".into(), json!("UklGRg=="));
+    ContentBlock::Unknown(block)
+}
+
+#[tokio::test]
+async fn h_msg_1_an_unknown_block_is_refused_as_unsupported_content_before_any_request() {
+    let server = FakeServer::start().await.unwrap();
+    server.push(Reply::text("never"));
+    let llm = llm_for(&server, ProviderKind::Openai, |_| {});
+    let mut config = prompt("first");
+    config
+        .messages
+        .push(RequestMessage::user(Message::from_blocks(vec![
+            ContentBlock::text("listen"),
+            unknown_block(),
+        ])));
+    let (chunks, assembled) = collect(&llm, config, CancellationToken::new()).await;
+    let (code, message) = failure_of(&assembled);
+    assert_eq!(code, FailureCode::UnsupportedContent);
+    assert_eq!(
+        message,
+        "message 2 (user) holds a block of type \"audio\", which an OpenAI-compatible request cannot carry"
+    );
+    assert_eq!(chunks.len(), 1, "no retry: {chunks:?}");
+    assert!(server.requests().is_empty(), "nothing reached the server");
+    // Inside a tool result too: the model would see less than the log says.
+    let result = Message::from_blocks(vec![ContentBlock::ToolResult(ToolResultBlock {
+        call_id: "c1".into(),
+        name: "record".into(),
+        content: vec![ContentBlock::text("recorded"), unknown_block()],
+        is_error: false,
+        extra: Default::default(),
+    })]);
+    let mut config = prompt("first");
+    config.messages.push(RequestMessage::user(result));
+    let (_, assembled) = collect(&llm, config, CancellationToken::new()).await;
+    assert_eq!(
+        failure_of(&assembled),
+        (
+            FailureCode::UnsupportedContent,
+            "message 2 (user) holds a tool result with a block of type \"audio\", which an OpenAI-compatible request cannot carry".to_owned()
+        )
+    );
+    assert!(server.requests().is_empty());
+}
+
+#[tokio::test]
+async fn h_llm_5_llama_cpp_overflow_by_type_is_context_window_exceeded_and_not_retried() {
+    let server = FakeServer::start().await.unwrap();
+    // llama.cpp's server (tools/server): HTTP 400 with its own error type.
+    server.push(Reply::http(
+        400,
+        r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":9412,"n_ctx":8192}}"#,
+    ));
+    let llm = llm_for(&server, ProviderKind::Openai, |_| {});
+    let (chunks, assembled) = collect(&llm, prompt("x"), CancellationToken::new()).await;
+    assert_eq!(
+        failure_of(&assembled),
+        (
+            FailureCode::ContextWindowExceeded,
+            "the request exceeds the available context size, try increasing it".to_owned()
+        )
+    );
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(server.requests().len(), 1);
+}

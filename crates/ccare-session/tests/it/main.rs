@@ -5,4 +5,5 @@
 
 mod crash;
 mod engine;
+mod fence;
 mod prop;

@@ -3,6 +3,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod zones;
+
 use std::path::Path;
 use std::sync::Arc;
 

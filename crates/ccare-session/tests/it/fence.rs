@@ -1,0 +1,167 @@
+//! H-STORE-6 in process: a session fenced by a failed write shows the fence in its
+//! status, refuses appends, and `Sessions::open` gives a fresh, working session once
+//! the store works again (the durable prefix, repaired), not the cached fenced handle.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ccare_core::kinds::*;
+use ccare_core::*;
+use ccare_session::*;
+use ccare_store::{
+    Incarnation, KvEntry, KvPage, NewSession, ReadRange, SessionQuery, SessionRecord, SqliteConfig,
+    SqliteStore, Store, StoreError, StoreFuture, StoredEvent, Ticket,
+};
+
+/// A SQLite store whose event appends fail while `fail_appends` is set (the disk is
+/// unplugged); everything else goes through.
+struct FailingStore {
+    inner: SqliteStore,
+    fail_appends: AtomicBool,
+}
+
+fn unplugged() -> StoreError {
+    StoreError::Backend {
+        operation: "append",
+        message: "disk unplugged".to_owned(),
+    }
+}
+
+impl Store for FailingStore {
+    fn create_session(&self, session: NewSession, events: Vec<StoredEvent>) -> Ticket<Incarnation> {
+        self.inner.create_session(session, events)
+    }
+
+    fn append(
+        &self,
+        session: &SessionId,
+        expected_seq: u64,
+        events: Vec<StoredEvent>,
+    ) -> Ticket<u64> {
+        if self.fail_appends.load(Ordering::SeqCst) {
+            return Box::pin(async { Err(unplugged()) });
+        }
+        self.inner.append(session, expected_seq, events)
+    }
+
+    fn kv_cas(
+        &self,
+        domain: &str,
+        key: &str,
+        expected_version: Option<u64>,
+        value: Option<Vec<u8>>,
+    ) -> Ticket<Option<u64>> {
+        self.inner.kv_cas(domain, key, expected_version, value)
+    }
+
+    fn flush(&self) -> Ticket<()> {
+        self.inner.flush()
+    }
+
+    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<SessionRecord>> {
+        self.inner.session(id)
+    }
+
+    fn list_sessions(&self, query: SessionQuery) -> StoreFuture<'_, Vec<SessionRecord>> {
+        self.inner.list_sessions(query)
+    }
+
+    fn read(&self, id: &SessionId, range: ReadRange) -> StoreFuture<'_, Vec<StoredEvent>> {
+        self.inner.read(id, range)
+    }
+
+    fn kv_get(&self, domain: &str, key: &str) -> StoreFuture<'_, Option<KvEntry>> {
+        self.inner.kv_get(domain, key)
+    }
+
+    fn kv_scan(
+        &self,
+        domain: &str,
+        prefix: &str,
+        page: KvPage,
+    ) -> StoreFuture<'_, Vec<(String, KvEntry)>> {
+        self.inner.kv_scan(domain, prefix, page)
+    }
+}
+
+fn user(text: &str) -> EventDraft {
+    let mut message = Message::from_blocks(vec![ContentBlock::text(text)]);
+    message.source = Some(Source::user());
+    EventDraft::typed(&UserMessage { message })
+        .unwrap()
+        .with_surface(SurfaceOp::Append)
+}
+
+fn kinds_and_texts(log: &SessionLog) -> Vec<(String, String)> {
+    log.events()
+        .iter()
+        .map(|event| {
+            let text = event
+                .decode::<UserMessage>()
+                .map(|data| data.message.joined_text(""))
+                .unwrap_or_default();
+            (event.kind().to_owned(), text)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_6_a_fenced_session_shows_the_fence_and_reopens_fresh_once_the_store_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FailingStore {
+        inner: SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap(),
+        fail_appends: AtomicBool::new(false),
+    });
+    let sessions = Sessions::new(
+        Arc::clone(&store) as Arc<dyn Store>,
+        Arc::new(ManualClock::new(1_000)),
+        Arc::new(Registry::with_host_defaults()),
+        SessionsConfig::default(),
+    );
+    let session = sessions.create(None, JsonObject::new()).await.unwrap();
+    let id = session.id().clone();
+    assert_eq!(session.status(), SessionStatus::Writable);
+    // An open turn whose prompt is durable...
+    session
+        .append(EventDraft::typed(&TurnStart { turn: 1 }).unwrap())
+        .unwrap();
+    session.append(user("kept")).unwrap();
+    session.flush().await.unwrap();
+    // ...then the disk goes away under the next write.
+    store.fail_appends.store(true, Ordering::SeqCst);
+    session.append(user("lost")).unwrap();
+    let error = session.flush().await.unwrap_err();
+    assert_eq!(error.code(), "STORE_IO");
+    let fenced = SessionStatus::Fenced { cause: unplugged() };
+    assert_eq!(session.status(), fenced);
+    assert_eq!(
+        session.status().to_string(),
+        "fenced after a store error (store append failed: disk unplugged); reopen the session to repair it"
+    );
+    assert_eq!(
+        session.append(user("refused")).unwrap_err().code(),
+        "SESSION_FENCED"
+    );
+    // The store works again: open gives a fresh session over the durable prefix, with
+    // the interrupted turn repaired, and it takes appends.
+    store.fail_appends.store(false, Ordering::SeqCst);
+    let reopened = sessions.open(&id).await.unwrap();
+    assert_eq!(reopened.status(), SessionStatus::Writable);
+    reopened.append(user("after")).unwrap();
+    reopened.flush().await.unwrap();
+    let stored = sessions.load(&id).await.unwrap();
+    assert_eq!(
+        kinds_and_texts(&stored.log),
+        [
+            ("turn/start".to_owned(), String::new()),
+            ("user/message".to_owned(), "kept".to_owned()),
+            ("turn/end".to_owned(), String::new()),
+            ("user/message".to_owned(), "after".to_owned()),
+        ]
+    );
+    // The old handle stays fenced; the engine hands out the fresh one from now on.
+    assert_eq!(session.status(), fenced);
+    assert_eq!(sessions.open(&id).await.unwrap().head(), reopened.head());
+    reopened.append(user("again")).unwrap();
+    assert_eq!(sessions.open(&id).await.unwrap().head(), 5);
+}
