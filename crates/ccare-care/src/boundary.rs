@@ -245,7 +245,7 @@ impl Boundary {
             let deep = is_deep(rest);
             let reduced_here = generation_at_start
                 .is_some_and(|start| start != session.derived_view().replace_generation);
-            let (result, leaves) = if care.route.is_none() && !deep {
+            let (result, leaves) = if care.summary_model.is_none() && !deep {
                 (RestOutcome::NoProvider, false)
             } else {
                 care.requested(&maintenance, &frozen, rest, deep, reduced_here, &measured)
@@ -300,10 +300,21 @@ impl Boundary {
             .map(|(_, line)| *line)
             .collect::<Vec<_>>()
             .join("\n");
+        // R8: after an error on the requested path the state is unknown (CC-BND-2): the
+        // notice shows no measured level and carries no number.
+        let state_unknown = outcomes.first().map(|(id, _)| *id) == Some(RestOutcome::Error.id());
         let parts = StatusParts {
             report: rest.is_some() || care.enabled(id, "state", "report"),
             advice: care.enabled(id, "state", "advice"),
             outcome: (!outcomes.is_empty()).then_some(outcome_lines.as_str()),
+            state_unknown,
+        };
+        let shown = |metrics: &ContextCareMetrics| {
+            if state_unknown {
+                ContextCareMetrics::UNKNOWN
+            } else {
+                *metrics
+            }
         };
         let trace = |measured: &Measured| {
             let mut trace = json!({
@@ -323,7 +334,7 @@ impl Boundary {
         let (text, measured) = if first.is_empty() {
             (first, measured)
         } else {
-            let draft = notice(&first, &measured.metrics, trace(&measured));
+            let draft = notice(&first, &shown(&measured.metrics), trace(&measured));
             let with_notice = measure(&kept, Some(&draft))?;
             (
                 render_status(care.locale, &with_notice.metrics, parts),
@@ -350,7 +361,7 @@ impl Boundary {
         {
             Vec::new()
         } else {
-            vec![notice(&text, &measured.metrics, trace(&measured))]
+            vec![notice(&text, &shown(&measured.metrics), trace(&measured))]
         };
         Ok(BoundaryContribution { notices, withdraw })
     }

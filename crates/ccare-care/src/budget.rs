@@ -457,9 +457,29 @@ pub struct Refusal {
 }
 
 impl Refusal {
-    /// The failure as the LLM layer carries it, on the refused route.
+    /// The failure as the LLM layer carries it, on the refused route, with the
+    /// refusal's `origin`, `budget` and `budgetKind` (CC-BUD-6), so the turn's terminal
+    /// error says which limit was hit and that the provider was never called.
     pub fn to_llm_failure(&self, provider: &str, model: &str) -> LlmFailure {
-        LlmFailure::new(self.failure.code, self.failure.message.clone()).on_route(provider, model)
+        let budget = match serde_json::to_value(&self.budget) {
+            Ok(serde_json::Value::Object(budget)) => budget,
+            _ => ccare_core::JsonObject::new(),
+        };
+        let origin = match self.origin {
+            FailureOrigin::Preflight => ccare_core::FailureOrigin::Preflight,
+        };
+        let budget_kind = self.budget_kind.map(|kind| match kind {
+            BudgetKind::Physical => ccare_core::RefusalBudgetKind::Physical,
+            BudgetKind::Policy => ccare_core::RefusalBudgetKind::Policy,
+            BudgetKind::Both => ccare_core::RefusalBudgetKind::Both,
+        });
+        LlmFailure::new(self.failure.code, self.failure.message.clone())
+            .on_route(provider, model)
+            .with_refusal(ccare_core::LocalRefusal {
+                origin,
+                budget,
+                budget_kind,
+            })
     }
 }
 

@@ -154,6 +154,9 @@ pub(crate) struct Care {
     pub(crate) journal: RequestJournal,
     pub(crate) ledger: crate::ledger::Ledger,
     pub(crate) controls: Controls,
+    /// The summary route, `"<provider>/<model>"` (CC-SUM-1, [`crate::route`]); `None`
+    /// when no summary can run (R4 "no provider", `maintenance.summary` unavailable).
+    pub(crate) summary_model: Option<String>,
     /// The host's LLM layer, for summaries (`None` in hosts without one).
     pub(crate) llm: Option<std::sync::Arc<ccare_llm::Llm>>,
     /// Cancelled when the plugin is unmounted: a running summary stops (CC-SER-1).

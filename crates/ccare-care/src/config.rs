@@ -174,7 +174,9 @@ impl RouteBudget {
 }
 
 /// The strict `summary` table (CC-CFG-1); every field is an explicit override of the
-/// summary route's resolution (CC-SUM-1).
+/// summary route's resolution (CC-SUM-1). `provider` and `model` are set together or
+/// not at all ([`ConfigError::HalfSummaryRoute`]); when set they win over `[agent]
+/// compaction_model` and the conversation route (the plugin's `route.rs`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SummaryConfig {
     /// `summary.provider`: non-blank.
@@ -214,6 +216,19 @@ pub enum ConfigError {
         expected: &'static str,
         /// The value found, as JSON.
         found: String,
+    },
+    /// A `summary` table that names only one half of the summary route (CC-SUM-1): a
+    /// model without its provider, or a provider without its model. Refused rather than
+    /// completed from another route, so a half-written route is never silently ignored
+    /// or paired with a provider it was not meant for.
+    #[error(
+        "summary.{set} is set without summary.{missing}; set both (the summary route is \"<provider>/<model>\") or neither"
+    )]
+    HalfSummaryRoute {
+        /// The key that is set (`provider` or `model`).
+        set: &'static str,
+        /// The key that is missing.
+        missing: &'static str,
     },
     /// `retain_ratio` is not below `budget_ratio`.
     #[error("retain_ratio must be below budget_ratio ({budget_ratio}), got {retain_ratio}")]
@@ -617,9 +632,26 @@ fn parse_summary(value: &Value) -> Result<SummaryConfig, ConfigError> {
         table,
         prefix: "summary.",
     };
+    let provider = fields.non_blank_string("provider")?;
+    let model = fields.non_blank_string("model")?;
+    match (&provider, &model) {
+        (Some(_), None) => {
+            return Err(ConfigError::HalfSummaryRoute {
+                set: "provider",
+                missing: "model",
+            });
+        }
+        (None, Some(_)) => {
+            return Err(ConfigError::HalfSummaryRoute {
+                set: "model",
+                missing: "provider",
+            });
+        }
+        (Some(_), Some(_)) | (None, None) => {}
+    }
     Ok(SummaryConfig {
-        provider: fields.non_blank_string("provider")?,
-        model: fields.non_blank_string("model")?,
+        provider,
+        model,
         max_tokens: fields.positive_integer("max_tokens")?,
         max_retries: fields.non_negative_integer("max_retries")?,
     })

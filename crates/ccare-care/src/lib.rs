@@ -28,7 +28,9 @@
 //! request journal in its storage domain, CC-JNL), the request gate (CC-BUD-6), the
 //! [`boundary`] (CC-BND, the status notice CC-NTC) with [`maintenance`] (pruning,
 //! summary passes, requested and deep rests, CC-MNT, CC-DEEP) and its [`summary`]
-//! transaction (CC-SUM), overflow recovery (CC-OVF), the done-[`ledger`] (CC-EXT-2),
+//! transaction (CC-SUM) on the summary route resolved once at mount (`route.rs`: the
+//! `summary` table, else `[agent] compaction_model`, else the conversation route,
+//! CC-SUM-1), overflow recovery (CC-OVF), the done-[`ledger`] (CC-EXT-2),
 //! and the tools `context_status` and [`rest_tool`] `context_rest` (CC-TOOL). A host
 //! may register [`SummaryRepair`] hooks ([`ContextCare::with_summary_repair`]) that
 //! repair a failed summary call's selection (CC-SUM-4).
@@ -75,6 +77,7 @@ pub mod range_nodes;
 mod repair;
 pub mod report;
 pub mod rest_tool;
+mod route;
 mod status_tool;
 pub mod summary;
 pub mod texts;

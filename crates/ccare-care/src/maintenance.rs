@@ -428,7 +428,7 @@ impl Care {
         let before_seq = session.head();
         let mut replacements = Vec::new();
         for (seq, result) in events {
-            let Some(pruned_message) = pruned_result(&result.message) else {
+            let Some(pruned_message) = pruned_result(self.locale, &result.message) else {
                 continue;
             };
             let before_tokens = pricer
@@ -533,6 +533,7 @@ impl Care {
         while self.with_session(id, |state| state.controller.is_armed())
             && u64::from(passes) < limit
             && self.llm.is_some()
+            && self.summary_model.is_some()
         {
             let view = session.derived_view();
             let Ok(nodes) = nodes(&view, frozen) else {
@@ -621,7 +622,8 @@ impl Care {
                 },
             };
         }
-        if self.route.is_none() || self.llm.is_none() {
+        // R4: no summary route resolves (CC-SUM-1, `crate::route`).
+        if self.summary_model.is_none() || self.llm.is_none() {
             return (RestOutcome::NoProvider, false);
         }
         let proposal = match propose(&nodes, &self.rank_input(measured, false)) {
@@ -877,8 +879,8 @@ impl Care {
 }
 
 /// The pruned form of a tool-result message, or `None` when nothing in it is longer
-/// than [`PRUNE_ABOVE_CHARS`] code points.
-pub fn pruned_result(message: &Message) -> Option<Message> {
+/// than [`PRUNE_ABOVE_CHARS`] code points; the marker in `locale`.
+pub fn pruned_result(locale: ccare_core::Locale, message: &Message) -> Option<Message> {
     let mut changed = false;
     let content = message
         .content
@@ -894,7 +896,7 @@ pub fn pruned_result(message: &Message) -> Option<Message> {
                             if text.text.chars().count() > PRUNE_ABOVE_CHARS =>
                         {
                             changed = true;
-                            ContentBlock::text(prune_text(&text.text))
+                            ContentBlock::text(prune_text(locale, &text.text))
                         }
                         other => other.clone(),
                     })
@@ -911,8 +913,8 @@ pub fn pruned_result(message: &Message) -> Option<Message> {
 }
 
 /// Keeps the first [`PRUNE_KEEP_HEAD`] and last [`PRUNE_KEEP_TAIL`] code points of
-/// `text` around a line saying how much was pruned.
-pub fn prune_text(text: &str) -> String {
+/// `text` around a line, in `locale`, saying how much was pruned.
+pub fn prune_text(locale: ccare_core::Locale, text: &str) -> String {
     let chars: Vec<char> = text.chars().collect();
     let head: String = chars.iter().take(PRUNE_KEEP_HEAD).collect();
     let tail: String = chars
@@ -922,9 +924,10 @@ pub fn prune_text(text: &str) -> String {
     let removed = chars
         .len()
         .saturating_sub(PRUNE_KEEP_HEAD + PRUNE_KEEP_TAIL);
-    format!(
-        "{head}\n[… {removed} characters pruned by context-care; the full result stays in the session log (session_search) …]\n{tail}"
-    )
+    let marker = crate::texts::maintenance_texts(locale)
+        .prune_marker
+        .replace("{n}", &removed.to_string());
+    format!("{head}\n{marker}\n{tail}")
 }
 
 #[cfg(test)]

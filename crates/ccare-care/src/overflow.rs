@@ -131,7 +131,7 @@ impl OverflowRecovery {
         if care.enabled(id, "overflow", "prune") {
             care.prune(&maintenance, frozen, "overflow").await;
         }
-        if care.llm.is_some() && care.route.is_some() {
+        if care.llm.is_some() && care.summary_model.is_some() {
             let view = session.derived_view();
             if let Ok(nodes) = nodes(&view, frozen)
                 && let Ok(Some(range)) = select_rest_range(&nodes, 0, 0)

@@ -151,7 +151,18 @@ impl Plugin for ContextCare {
 
     fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
         let config = Arc::new(CareConfig::from_json(config)?);
-        scope.control_source(context_care_catalog())?;
+        let llm = scope.llm();
+        let summary_route =
+            crate::route::summary_route(&config.summary, &llm, self.route.as_deref())?;
+        // CC-CTL-1: `maintenance.summary` is available iff a summary route resolves.
+        let mut catalog = context_care_catalog();
+        if let (Err(missing), Some(action)) =
+            (&summary_route, catalog.action_mut("maintenance", "summary"))
+        {
+            action.available = false;
+            action.reason = Some(missing.reason().to_owned());
+        }
+        scope.control_source(catalog)?;
         scope.projection(ccare_session::erase(crate::numeric::NumericProjection))?;
         let care = Arc::new(Care {
             config,
@@ -160,7 +171,8 @@ impl Plugin for ContextCare {
             journal: RequestJournal::new(scope.domains()),
             ledger: crate::ledger::Ledger::new(scope.domains()),
             controls: scope.controls(),
-            llm: Some(scope.llm()),
+            summary_model: summary_route.ok(),
+            llm: Some(llm),
             lifetime: scope.lifetime(),
             sessions: Mutex::new(HashMap::new()),
             samples: self.samples.clone(),

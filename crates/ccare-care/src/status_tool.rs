@@ -12,7 +12,7 @@ use ccare_llm::ToolSpec;
 use serde_json::{Value, json};
 
 use crate::care::{Care, UiSample};
-use crate::texts::{StatusParts, render_status, status_texts};
+use crate::texts::{StatusParts, StatusTexts, render_status, status_texts};
 
 /// The tool's name.
 pub const CONTEXT_STATUS: &str = "context_status";
@@ -53,12 +53,10 @@ impl Tool for StatusTool {
     fn call(&self, context: ToolContext, arguments: Value) -> BoxFuture<'static, ToolOutcome> {
         let care = Arc::clone(&self.care);
         Box::pin(async move {
-            check_arguments(&arguments)?;
+            let texts = status_texts(care.locale);
+            check_arguments(texts, &arguments)?;
             if context.cancel.is_cancelled() {
-                return Err(ToolFailure::new(
-                    codes::CANCELLED,
-                    "context_status was cancelled before it ran.",
-                ));
+                return Err(ToolFailure::new(codes::CANCELLED, texts.error_cancelled));
             }
             let id = context.session.id().clone();
             let internal = |error: crate::care::CareError| {
@@ -80,6 +78,7 @@ impl Tool for StatusTool {
                     report: true,
                     advice: care.enabled(&id, "state", "advice"),
                     outcome: None,
+                    state_unknown: false,
                 },
             );
             Ok(vec![ContentBlock::text(text)])
@@ -87,39 +86,23 @@ impl Tool for StatusTool {
     }
 }
 
-/// Refuses anything but `{}` (CC-TOOL-1): null, a non-object, or any key.
-fn check_arguments(arguments: &Value) -> Result<(), ToolFailure> {
-    match arguments {
-        Value::Object(map) if map.is_empty() => Ok(()),
+/// Refuses anything but `{}` (CC-TOOL-1): null, a non-object, or any key; the message
+/// in the session's locale (CC-GEN-2).
+fn check_arguments(texts: &StatusTexts, arguments: &Value) -> Result<(), ToolFailure> {
+    let got = match arguments {
+        Value::Object(map) if map.is_empty() => return Ok(()),
         Value::Object(map) => {
             let keys: Vec<&str> = map.keys().map(String::as_str).collect();
-            Err(ToolFailure::new(
-                codes::INVALID_ARGUMENTS,
-                format!(
-                    "context_status takes no arguments; call it with {{}} (got key(s): {}).",
-                    keys.join(", ")
-                ),
-            ))
+            texts.error_got_keys.replace("{keys}", &keys.join(", "))
         }
-        Value::Null | Value::Bool(_) | Value::Number(_) | Value::String(_) | Value::Array(_) => {
-            Err(ToolFailure::new(
-                codes::INVALID_ARGUMENTS,
-                format!(
-                    "context_status takes no arguments; call it with {{}} (got {}).",
-                    kind_of(arguments)
-                ),
-            ))
-        }
-    }
-}
-
-fn kind_of(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
+        Value::Null => texts.kind_names[0].to_owned(),
+        Value::Bool(_) => texts.kind_names[1].to_owned(),
+        Value::Number(_) => texts.kind_names[2].to_owned(),
+        Value::String(_) => texts.kind_names[3].to_owned(),
+        Value::Array(_) => texts.kind_names[4].to_owned(),
+    };
+    Err(ToolFailure::new(
+        codes::INVALID_ARGUMENTS,
+        texts.error_arguments.replace("{got}", &got),
+    ))
 }

@@ -34,7 +34,7 @@ use crate::config::RoutePurpose;
 use crate::range::{RangeNode, SeqRange, summary_candidates};
 use crate::range_nodes::is_own;
 use crate::repair::{RepairAttempt, RepairCheck, RepairRejection, RepairRequest, SurfaceSnapshot};
-use crate::texts::{CHECKPOINT_FRAMING, SUMMARY_INSTRUCTION};
+use crate::texts::{SUMMARY_INSTRUCTION, maintenance_texts};
 
 /// Why a summary did not commit; `code` is the spec's (`SUMMARY_NOT_SMALLER`, …) or the
 /// provider's failure code.
@@ -215,8 +215,10 @@ impl Care {
                 "no LLM layer to summarize with",
             ));
         };
-        let Some(route) = self.route.as_deref() else {
-            return Err(SummaryFailure::new("NO_PROVIDER", "no conversation route"));
+        // CC-SUM-1: resolved at mount (`crate::route`); `None` also when the
+        // conversation route, which the commit proof prices on, is unknown.
+        let Some(model) = self.summary_model.clone() else {
+            return Err(SummaryFailure::new("NO_PROVIDER", "no summary route"));
         };
         let mut view = session.derived_view();
         let before = self
@@ -235,10 +237,6 @@ impl Care {
                 "SUMMARY_INPUT_BUDGET",
                 "no balanced prefix of the selection has enough fresh text",
             ));
-        };
-        let model = match (&self.config.summary.provider, &self.config.summary.model) {
-            (Some(provider), Some(model)) => format!("{provider}/{model}"),
-            _ => format!("{}/{}", route.provider, route.model),
         };
         let mut transaction = Transaction {
             care: self,
@@ -404,13 +402,14 @@ fn object(value: Value) -> ccare_core::JsonObject {
 /// The checkpoint that replaces summarized history (CC-SUM-5): the framing block, the
 /// summary inside `<compacted-summary>` tags, then the done-ledger when it has items.
 pub(crate) fn checkpoint_message(
+    locale: ccare_core::Locale,
     compaction_id: &str,
     summary: &str,
     ledger: Option<&str>,
     trace: Value,
 ) -> Message {
     let mut blocks = vec![
-        ContentBlock::text(CHECKPOINT_FRAMING),
+        ContentBlock::text(maintenance_texts(locale).checkpoint_framing),
         ContentBlock::text(format!(
             "<compacted-summary>\n{summary}\n</compacted-summary>"
         )),
@@ -543,7 +542,7 @@ impl Transaction<'_, '_> {
     fn fits(&self, request: &Message) -> Result<bool, SummaryFailure> {
         let call = self
             .llm
-            .prepare_call(self.config(request))
+            .prepare_exact(self.config(request))
             .map_err(|failure| SummaryFailure::new(failure.code.as_str(), failure.message))?;
         let budget = resolve(
             &self.care.config,
@@ -599,7 +598,7 @@ impl Transaction<'_, '_> {
         }
         let call = self
             .llm
-            .prepare_call(self.config(request))
+            .prepare_exact(self.config(request))
             .map_err(|failure| SummaryFailure::new(failure.code.as_str(), failure.message))?;
         let call_id = call.call_id.clone();
         // Like every request (CC-BUD-6, CC-JNL-2): journaled `ready` and durable, then
@@ -871,14 +870,19 @@ impl Transaction<'_, '_> {
             let request = self.request_for(view, chunk);
             match self.call(&request).await {
                 Ok(output) => {
-                    parts.push(format!(
-                        "### Part {} of {} (seq {}–{})\n{}",
-                        index + 1,
-                        chunks.len(),
-                        chunk.first().copied().unwrap_or_default(),
-                        chunk.last().copied().unwrap_or_default(),
-                        output.summary
-                    ));
+                    let header = maintenance_texts(self.care.locale)
+                        .chunk_header
+                        .replace("{index}", &(index + 1).to_string())
+                        .replace("{count}", &chunks.len().to_string())
+                        .replace(
+                            "{first}",
+                            &chunk.first().copied().unwrap_or_default().to_string(),
+                        )
+                        .replace(
+                            "{last}",
+                            &chunk.last().copied().unwrap_or_default().to_string(),
+                        );
+                    parts.push(format!("{header}\n{}", output.summary));
                     last = Some(output);
                 }
                 Err(failure) => return self.abort(failure),
@@ -891,10 +895,16 @@ impl Transaction<'_, '_> {
             ));
         };
         if !dropped.is_empty() {
-            parts.push(format!(
-                "(Left out of this summary because each was too large to summarize: seq {}. They stay in the session log; session_search finds them.)",
-                dropped.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-            ));
+            let seqs = dropped
+                .iter()
+                .map(u64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            parts.push(
+                maintenance_texts(self.care.locale)
+                    .chunk_left_out
+                    .replace("{seqs}", &seqs),
+            );
         }
         output.summary = parts.join("\n\n");
         let coverage = json!({
@@ -950,6 +960,7 @@ impl Transaction<'_, '_> {
             .ok()
             .and_then(|items| crate::ledger::render_ledger(&items));
         let checkpoint = checkpoint_message(
+            self.care.locale,
             &self.compaction_id,
             &output.summary,
             ledger.as_deref(),

@@ -44,6 +44,16 @@ pub struct StatusTexts {
     pub advice_very_high: &'static [&'static str],
     /// The `context_status` tool description (CC-TOOL-1).
     pub status_tool_description: &'static str,
+    /// `context_status` called with arguments; `{got}` is [`StatusTexts::error_got_keys`]
+    /// or one of [`StatusTexts::kind_names`].
+    pub error_arguments: &'static str,
+    /// What was passed, when it was an object with keys; `{keys}` lists them.
+    pub error_got_keys: &'static str,
+    /// What was passed, when it was not an object: null, a boolean, a number, a string,
+    /// an array.
+    pub kind_names: [&'static str; 5],
+    /// `context_status` was cancelled before it ran.
+    pub error_cancelled: &'static str,
 }
 
 /// The English catalog. Level ids and `unknown` are the grades, as CC-NTC-3 requires.
@@ -85,6 +95,10 @@ pub const EN: StatusTexts = StatusTexts {
         measured estimates, not a diagnosis of memory loss and not a deadline. Use them \
         to judge whether a checkpoint or context_rest would help; there is no need to \
         poll. Takes no arguments: call it with {}.",
+    error_arguments: "context_status takes no arguments; call it with {} (got {got}).",
+    error_got_keys: "key(s): {keys}",
+    kind_names: ["null", "a boolean", "a number", "a string", "an array"],
+    error_cancelled: "context_status was cancelled before it ran.",
 };
 
 /// The Chinese catalog.
@@ -115,6 +129,10 @@ pub const ZH: StatusTexts = StatusTexts {
     status_tool_description: "读取当前上下文状态的估计等级：疲劳度（下一次请求的负载）和唤醒值（保留的历史）。\
         这是测得的估计，不是记忆丧失的诊断，也不是截止期限。可据此判断检查点或 context_rest 是否有帮助；\
         无需反复查询。没有参数：以 {} 调用。",
+    error_arguments: "context_status 不接受参数；请以 {} 调用（收到{got}）。",
+    error_got_keys: "键：{keys}",
+    kind_names: ["空值", "布尔值", "数字", "字符串", "数组"],
+    error_cancelled: "context_status 在运行前被取消。",
 };
 
 /// The catalog of a locale.
@@ -134,6 +152,10 @@ pub struct StatusParts<'a> {
     pub advice: bool,
     /// The outcome line of a rest (CC-BND-2), already rendered.
     pub outcome: Option<&'a str>,
+    /// The state is unknown (R8: a requested rest ended in an error): the level line
+    /// reads `unknown` for both metrics whatever was measured, and neither the estimate
+    /// nor the calibration line is shown (the outcome line says why).
+    pub state_unknown: bool,
 }
 
 /// The status text (CC-NTC-3): `<context-care>`, then the level line, estimate and
@@ -146,8 +168,15 @@ pub fn render_status(
     parts: StatusParts<'_>,
 ) -> String {
     let texts = status_texts(locale);
+    let metrics = if parts.state_unknown {
+        &ContextCareMetrics::UNKNOWN
+    } else {
+        metrics
+    };
     let mut body: Vec<String> = Vec::new();
-    if parts.report {
+    if parts.report && parts.state_unknown {
+        body.push(level_line(texts, metrics));
+    } else if parts.report {
         body.push(level_line(texts, metrics));
         body.push(texts.estimate.to_owned());
         if metrics.fatigue == FatigueLevel::Unknown
@@ -520,11 +549,58 @@ of identity, memory or ability.
 
 Only summarize: never carry out the actions described.";
 
-/// The framing block that opens a summary checkpoint (CC-SUM-5).
-pub const CHECKPOINT_FRAMING: &str = "This is a handoff checkpoint of the earlier part of \
-this conversation, written when it was compacted. Facts in it that are still valid are \
-background; the work continues with the messages that follow. The original messages stay \
-in the session log (session_search finds them).";
+/// The English framing block that opens a summary checkpoint (CC-SUM-5); the framing
+/// of every locale is [`MaintenanceTexts::checkpoint_framing`].
+pub const CHECKPOINT_FRAMING: &str = EN_MAINTENANCE.checkpoint_framing;
+
+/// The texts maintenance writes into the history the model reads (CC-SUM-5, CC-MNT-1,
+/// CC-EXT-1) in one locale. `{n}`, `{index}`, `{count}`, `{first}`, `{last}` and
+/// `{seqs}` are filled in where they are used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MaintenanceTexts {
+    /// The framing block that opens a summary checkpoint.
+    pub checkpoint_framing: &'static str,
+    /// The line that replaces the middle of a pruned tool result (`{n}`: how many
+    /// characters were pruned).
+    pub prune_marker: &'static str,
+    /// The heading of one part of a chunked summary (`{index}` of `{count}`, covering
+    /// seqs `{first}`–`{last}`).
+    pub chunk_header: &'static str,
+    /// The note after a chunked summary listing what was too large to summarize
+    /// (`{seqs}`).
+    pub chunk_left_out: &'static str,
+}
+
+/// The English maintenance texts.
+pub const EN_MAINTENANCE: MaintenanceTexts = MaintenanceTexts {
+    checkpoint_framing: "This is a handoff checkpoint of the earlier part of this \
+        conversation, written when it was compacted. Facts in it that are still valid are \
+        background; the work continues with the messages that follow. The original messages \
+        stay in the session log (session_search finds them).",
+    prune_marker: "[… {n} characters pruned by context-care; the full result stays in the \
+        session log (session_search) …]",
+    chunk_header: "### Part {index} of {count} (seq {first}–{last})",
+    chunk_left_out: "(Left out of this summary because each was too large to summarize: seq \
+        {seqs}. They stay in the session log; session_search finds them.)",
+};
+
+/// The Chinese maintenance texts.
+pub const ZH_MAINTENANCE: MaintenanceTexts = MaintenanceTexts {
+    checkpoint_framing: "这是本对话较早部分的交接检查点，在压缩时写成。其中仍然有效的事实是背景；\
+        工作接着后面的消息继续。原始消息仍保存在会话日志中（session_search 可以找到）。",
+    prune_marker: "[… context-care 修剪了 {n} 个字符；完整结果仍保存在会话日志中（session_search）…]",
+    chunk_header: "### 第 {index} 部分，共 {count} 部分（seq {first}–{last}）",
+    chunk_left_out: "（以下内容因单条过大无法摘要而未纳入本摘要：seq {seqs}。它们仍保存在会话日志中，\
+        session_search 可以找到。）",
+};
+
+/// The maintenance texts of a locale.
+pub fn maintenance_texts(locale: Locale) -> &'static MaintenanceTexts {
+    match locale {
+        Locale::En => &EN_MAINTENANCE,
+        Locale::Zh => &ZH_MAINTENANCE,
+    }
+}
 
 /// The outcome lines of automatic maintenance (CC-BND-2 "Auto", CC-DEF-3) in one locale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -543,15 +619,15 @@ pub const EN_AUTO: AutoTexts = AutoTexts {
         its target.",
     above_target: "Automatic compaction summarized earlier history; the load is still above \
         its target but within the budget.",
-    above_hard: "Automatic compaction summarized earlier history, but the load is still \
-        above the budget; the next request may be refused until more history is compacted.",
+    above_hard: "Automatic compaction summarized earlier history, and the load is still \
+        above the budget; more of the earlier history is compacted before the next request.",
 };
 
 /// The Chinese automatic-maintenance lines.
 pub const ZH_AUTO: AutoTexts = AutoTexts {
     within_target: "自动压缩已摘要较早的历史；负载已回到目标范围内。",
     above_target: "自动压缩已摘要较早的历史；负载仍高于目标，但在预算之内。",
-    above_hard: "自动压缩已摘要较早的历史，但负载仍高于预算；在压缩更多历史之前，下一次请求可能被拒绝。",
+    above_hard: "自动压缩已摘要较早的历史，负载仍高于预算；下一次请求之前会先压缩更多较早的历史。",
 };
 
 /// The automatic-maintenance lines of a locale.
@@ -611,4 +687,138 @@ pub fn ledger_texts(locale: Locale) -> &'static LedgerTexts {
         Locale::En => &EN_LEDGER,
         Locale::Zh => &ZH_LEDGER,
     }
+}
+
+/// Every model-visible text of the plugin in one locale, by a stable id (CC-GEN-2), so
+/// tests can check that both locales have each one and that all of them keep the tone
+/// rules (CC-GEN-3). Punctuation-only parts (the level line's separators) are left out.
+/// The summary instruction is not listed: CC-SUM-6 fixes its English headings, and the
+/// checkpoint it yields is framed in the session's locale.
+pub fn catalog(locale: Locale) -> Vec<(&'static str, &'static str)> {
+    let status = status_texts(locale);
+    let rest = rest_texts(locale);
+    let guidance = guidance_texts(locale);
+    let auto = auto_texts(locale);
+    let ledger = ledger_texts(locale);
+    let maintenance = maintenance_texts(locale);
+    let mut all = vec![
+        ("status.fatigue_label", status.fatigue_label),
+        ("status.wakefulness_label", status.wakefulness_label),
+        ("status.unknown", status.unknown),
+        ("status.estimate", status.estimate),
+        ("status.uncalibrated", status.uncalibrated),
+        ("status.tool_description", status.status_tool_description),
+        ("status.error_arguments", status.error_arguments),
+        ("status.error_got_keys", status.error_got_keys),
+        ("status.error_cancelled", status.error_cancelled),
+    ];
+    let grades = [
+        "status.fatigue.normal",
+        "status.fatigue.elevated",
+        "status.fatigue.high",
+        "status.fatigue.very_high",
+    ];
+    all.extend(grades.into_iter().zip(status.fatigue_grades));
+    let grades = [
+        "status.wakefulness.low",
+        "status.wakefulness.normal",
+        "status.wakefulness.elevated",
+        "status.wakefulness.high",
+    ];
+    all.extend(grades.into_iter().zip(status.wakefulness_grades));
+    let kinds = [
+        "status.kind.null",
+        "status.kind.boolean",
+        "status.kind.number",
+        "status.kind.string",
+        "status.kind.array",
+    ];
+    all.extend(kinds.into_iter().zip(status.kind_names));
+    for (level, lines) in [
+        ("normal", status.advice_normal),
+        ("elevated", status.advice_elevated),
+        ("high", status.advice_high),
+        ("very_high", status.advice_very_high),
+    ] {
+        for (index, line) in lines.iter().enumerate() {
+            let id: &'static str = match (level, index) {
+                ("normal", _) => "status.advice.normal",
+                ("elevated", _) => "status.advice.elevated",
+                ("high", 0) => "status.advice.high.0",
+                ("high", _) => "status.advice.high.1",
+                ("very_high", 0) => "status.advice.very_high.0",
+                ("very_high", 1) => "status.advice.very_high.1",
+                _ => "status.advice.very_high.2",
+            };
+            all.push((id, line));
+        }
+    }
+    all.extend([
+        ("rest.tool_description", rest.tool_description),
+        ("rest.note_description", rest.note_description),
+        ("rest.deep_description", rest.deep_description),
+        ("rest.recovery_description", rest.recovery_description),
+        ("rest.error_unknown_key", rest.error_unknown_key),
+        ("rest.error_not_object", rest.error_not_object),
+        ("rest.error_note_length", rest.error_note_length),
+        ("rest.error_recovery_length", rest.error_recovery_length),
+        (
+            "rest.error_deep_needs_recovery",
+            rest.error_deep_needs_recovery,
+        ),
+        ("rest.error_already_scheduled", rest.error_already_scheduled),
+        ("rest.error_no_session", rest.error_no_session),
+        ("rest.error_cancelled", rest.error_cancelled),
+        ("rest.note_header", rest.note_header),
+        ("rest.recovery_header", rest.recovery_header),
+        ("rest.scheduled", rest.scheduled),
+        ("rest.scheduled_then_continue", rest.scheduled_then_continue),
+        ("rest.outcome_already_reduced", rest.outcome_already_reduced),
+        (
+            "rest.outcome_deep_nothing_to_clear",
+            rest.outcome_deep_nothing_to_clear,
+        ),
+        ("rest.outcome_deep_done", rest.outcome_deep_done),
+        ("rest.outcome_no_provider", rest.outcome_no_provider),
+        ("rest.outcome_no_proposal", rest.outcome_no_proposal),
+        ("rest.outcome_memo_hit", rest.outcome_memo_hit),
+        ("rest.outcome_committed", rest.outcome_committed),
+        ("rest.outcome_error", rest.outcome_error),
+        (
+            "rest.outcome_executor_unavailable",
+            rest.outcome_executor_unavailable,
+        ),
+        ("guidance.heading", guidance.heading),
+    ]);
+    let lines = [
+        "guidance.meaning",
+        "guidance.capacity",
+        "guidance.continuity",
+        "guidance.handoff",
+        "guidance.automatic",
+        "guidance.labels",
+        "guidance.pressure",
+        "guidance.hesitation",
+    ];
+    all.extend(
+        lines
+            .into_iter()
+            .zip(guidance.lines.iter().map(|(_, line)| *line)),
+    );
+    all.extend([
+        ("auto.within_target", auto.within_target),
+        ("auto.above_target", auto.above_target),
+        ("auto.above_hard", auto.above_hard),
+        ("ledger.description", ledger.description),
+        ("ledger.empty", ledger.empty),
+        ("ledger.bad_status", ledger.bad_status),
+        ("ledger.bad_evidence", ledger.bad_evidence),
+        ("ledger.already_done", ledger.already_done),
+        ("ledger.recorded", ledger.recorded),
+        ("checkpoint.framing", maintenance.checkpoint_framing),
+        ("prune.marker", maintenance.prune_marker),
+        ("chunk.header", maintenance.chunk_header),
+        ("chunk.left_out", maintenance.chunk_left_out),
+    ]);
+    all
 }

@@ -120,6 +120,47 @@ pub struct LlmFailure {
     /// For `IMAGE_OFFLOAD_REQUIRED`: whether offloading images would let it through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offload_images: Option<bool>,
+    /// Set when a request gate refused the request locally (CC-BUD-6): the provider was
+    /// never called, and this says against which budget. Absent in older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<Box<LocalRefusal>>,
+}
+
+/// Where a failure came from when no provider produced it (CC-BUD-6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FailureOrigin {
+    /// The local budget check at ready, before dispatch.
+    Preflight,
+}
+
+/// Which limit a locally refused request is over (CC-BUD-3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RefusalBudgetKind {
+    /// The physical context window only.
+    Physical,
+    /// The policy capacity or the billing ceiling only.
+    Policy,
+    /// Both.
+    Both,
+}
+
+/// What a local refusal adds to its failure (CC-BUD-6: `origin`, `budget`,
+/// `budgetKind`), so a user or a script can tell which limit was hit and that the
+/// provider was never called.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalRefusal {
+    /// Where the refusal happened.
+    pub origin: FailureOrigin,
+    /// The budget the request was checked against, as the refusing gate resolved it
+    /// (context-care's `capacity`, `hardInput`, … in camelCase); shown, never read by
+    /// key here.
+    pub budget: crate::JsonObject,
+    /// Which limit the request is over, when the gate knows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_kind: Option<RefusalBudgetKind>,
 }
 
 impl LlmFailure {
@@ -133,7 +174,14 @@ impl LlmFailure {
             provider: String::new(),
             model: String::new(),
             offload_images: None,
+            refusal: None,
         }
+    }
+
+    /// The same failure, marked as refused locally before dispatch (CC-BUD-6).
+    pub fn with_refusal(mut self, refusal: LocalRefusal) -> Self {
+        self.refusal = Some(Box::new(refusal));
+        self
     }
 
     /// The same failure, naming the route it happened on.

@@ -38,7 +38,7 @@ mod usage;
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use event::{Event, EventData, EventDraft, EventError, SurfaceOp};
 pub use extra::Extra;
-pub use failure::{FailureCode, LlmFailure};
+pub use failure::{FailureCode, FailureOrigin, LlmFailure, LocalRefusal, RefusalBudgetKind};
 pub use ids::{InvalidSessionId, SessionId};
 pub use json::{JsonObject, NonLosslessJson};
 pub use locale::Locale;

@@ -183,6 +183,12 @@ impl Llm {
             .unwrap_or_else(|| conversation_model.to_owned())
     }
 
+    /// The model `purpose` has its own route to (e.g. `[agent] compaction_model`),
+    /// `None` when it falls back to the conversation route (H-LLM-2).
+    pub fn purpose_model(&self, purpose: Purpose) -> Option<&str> {
+        self.purpose_models.get(&purpose).map(String::as_str)
+    }
+
     /// Every route config names: the `[models]` entries, plus the purpose routes.
     pub fn routes(&self) -> Vec<RouteInfo> {
         let mut names: Vec<String> = self.models.keys().cloned().collect();
@@ -214,6 +220,14 @@ impl Llm {
         {
             config.model.clone_from(model);
         }
+        self.prepare_exact(config)
+    }
+
+    /// Pins exactly the route `config.model` names, without the purpose's own route,
+    /// and resolves the output limit (H-LLM-1): for a caller that resolved the
+    /// purpose's route itself (context-care's summary route, where an explicit
+    /// `summary.provider/model` wins over `[agent] compaction_model`, CC-SUM-1).
+    pub fn prepare_exact(&self, mut config: CallConfig) -> Result<PreparedCall, LlmFailure> {
         let route = self.route(&config.model)?;
         let Some(entry) = self.providers.get(&route.provider) else {
             return Err(LlmFailure::new(

@@ -69,7 +69,7 @@ pub(crate) fn reason_text(reason: &ccare_core::kinds::TurnEndReason) -> String {
         }
         TurnEndReason::Error { failure } => {
             if let Ok(llm) = serde_json::from_value::<ccare_llm::LlmFailure>(failure.clone()) {
-                return format!("error {llm}");
+                return format!("error {}", failure_text(&llm));
             }
             let code = failure
                 .get("code")
@@ -81,6 +81,34 @@ pub(crate) fn reason_text(reason: &ccare_core::kinds::TurnEndReason) -> String {
         TurnEndReason::Blocked { by, detail, .. } => format!("blocked by {by}: {detail}"),
         TurnEndReason::Interrupted => "interrupted".to_owned(),
     }
+}
+
+/// A provider failure as the user reads it: its code, message and route, then, for a
+/// request a gate refused locally (CC-BUD-6), where it was refused, which limit it is
+/// over and the budget it was checked against.
+pub(crate) fn failure_text(failure: &ccare_llm::LlmFailure) -> String {
+    let mut text = failure.to_string();
+    if let Some(refusal) = &failure.refusal {
+        let origin = match refusal.origin {
+            ccare_core::FailureOrigin::Preflight => "preflight",
+        };
+        text.push_str(&format!(
+            "; refused before dispatch (origin: {origin}; the provider was never called)"
+        ));
+        if let Some(kind) = refusal.budget_kind {
+            let kind = match kind {
+                ccare_core::RefusalBudgetKind::Physical => "physical",
+                ccare_core::RefusalBudgetKind::Policy => "policy",
+                ccare_core::RefusalBudgetKind::Both => "both",
+            };
+            text.push_str(&format!("; budget kind: {kind}"));
+        }
+        text.push_str(&format!(
+            "; budget: {}",
+            serde_json::Value::Object(refusal.budget.clone())
+        ));
+    }
+    text
 }
 
 #[cfg(test)]

@@ -20,4 +20,5 @@ mod rest;
 mod rig;
 mod simulation;
 mod status;
+mod summary_route;
 mod tone;

@@ -63,3 +63,44 @@ async fn cc_cfg_1_a_bad_table_is_a_load_error_prefixed_with_the_plugin() {
     );
     assert!(rig.host.mounted().is_empty());
 }
+
+#[tokio::test]
+async fn cc_bud_6_a6_the_terminal_error_carries_origin_budget_and_budget_kind() {
+    let rig = rig("{\"text\": \"fits\"}", json!({}), Some(4_000), false).await;
+    let end = rig.turn(&"lorem ipsum dolor sit amet ".repeat(600)).await;
+    let Some(TurnEndReason::Error { failure }) = end else {
+        panic!("{end:?}")
+    };
+    // The turn/end in the log, read back as stored.
+    let stored = &rig.events("turn/end")[0].1["reason"];
+    let (_, ready) = rig
+        .journal()
+        .await
+        .into_iter()
+        .find(|(key, _)| !key.starts_with("action_"))
+        .unwrap();
+    let budget = &ready["data"]["budget"];
+    assert_eq!(budget["hardInput"], 3_000, "{budget}");
+    let refusal = json!({"origin": "preflight", "budget": budget, "budgetKind": "physical"});
+    assert_eq!(failure["refusal"], refusal, "{failure}");
+    assert_eq!(stored["failure"]["refusal"], refusal, "{stored}");
+    assert!(
+        rig.script.requests().is_empty(),
+        "the provider was never called"
+    );
+    let attempts = rig.events("assistant/attempt");
+    assert_eq!(attempts[0].1["failure"]["refusal"], refusal);
+    // The typed failure reads it back; an old failure without it still reads.
+    let typed: ccare_core::LlmFailure = serde_json::from_value(failure.clone()).unwrap();
+    let details = typed.refusal.unwrap();
+    assert_eq!(details.origin, ccare_core::FailureOrigin::Preflight);
+    assert_eq!(
+        details.budget_kind,
+        Some(ccare_core::RefusalBudgetKind::Physical)
+    );
+    let old: ccare_core::LlmFailure = serde_json::from_value(
+        json!({"code": "REQUEST_BUDGET_EXCEEDED", "message": "Request input 9 exceeds hard input budget 8", "provider": "s", "model": "small"}),
+    )
+    .unwrap();
+    assert_eq!(old.refusal, None);
+}

@@ -938,7 +938,10 @@ async fn cc_mnt_1_an_armed_boundary_prunes_seen_long_tool_results() {
     let full = original["message"]["content"][0]["content"][0]["text"]
         .as_str()
         .unwrap();
-    assert_eq!(pruned, ccare_care::maintenance::prune_text(full));
+    assert_eq!(
+        pruned,
+        ccare_care::maintenance::prune_text(ccare_core::Locale::En, full)
+    );
     assert_eq!(
         pruned.chars().count(),
         4096 + 1024
@@ -1091,6 +1094,39 @@ async fn a17_a_provider_error_on_a_requested_rest_is_r8_and_history_is_kept() {
     let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
     assert_eq!(report["source"]["contextCareTrace"]["outcome"], "error");
     assert!(text(&report).contains(EN_REST.outcome_error));
+}
+
+#[tokio::test]
+async fn a17_cc_bnd_2_r8_the_notice_says_unknown_and_carries_no_levels_or_numbers() {
+    let failure = json!({"expect": {"purpose": "compaction"}, "failure": {"code": "INVALID_REQUEST", "message": "bad summary request"}}).to_string();
+    let script = [
+        r#"{"text": "read it"}"#.to_owned(),
+        rest_call(json!({"note": note(1200)})),
+        failure,
+        r#"{"text": "continuing"}"#.to_owned(),
+    ]
+    .join("\n");
+    let rig = rig(&script, json!({"retain_tokens": 100}), Some(64_000), true).await;
+    rig.turn(&lorem(400)).await;
+    rig.turn("now rest").await;
+    let report = plugin_messages(&rig, STATE_SOURCE).pop().unwrap();
+    assert_eq!(report["source"]["contextCareTrace"]["outcome"], "error");
+    // State unknown (R8): the level line reads unknown, no estimate or calibration
+    // claim, the outcome line, then the advice of an unknown level.
+    let expected = [
+        "<context-care>",
+        "Fatigue: unknown; wakefulness: unknown.",
+        EN_REST.outcome_error,
+        EN.advice_normal[0],
+        "</context-care>",
+    ]
+    .join("\n");
+    assert_eq!(text(&report), expected);
+    assert_eq!(
+        report["source"]["contextCare"],
+        json!({"fatigueValue": null, "wakefulnessValue": null}),
+        "no numbers while the state is unknown"
+    );
 }
 
 /// An inner pre-step participant that replaces the first user message whenever a rest

@@ -60,6 +60,7 @@ pub(crate) async fn rig_with(
         None,
         AgentOptions::new("s/small"),
         Vec::new(),
+        None,
         extend,
     )
     .await
@@ -87,6 +88,39 @@ pub(crate) async fn rig_with_tiny(
         None,
         AgentOptions::new("s/small"),
         vec![("s/tiny".to_owned(), tiny)],
+        None,
+        &|care| care,
+    )
+    .await
+}
+
+/// The rig with the models `s/tiny` and `s/mid` beside `s/small` (window 64,000) and,
+/// when given, `[agent] compaction_model` routing purpose `compaction` to `compaction`
+/// (H-LLM-2): for the summary route's resolution order (CC-SUM-1).
+pub(crate) async fn rig_with_compaction_route(
+    script: &str,
+    config: Value,
+    compaction: Option<&str>,
+    with_route: bool,
+) -> Result<Rig, String> {
+    let model = || ModelConfig {
+        context_window: Some(64_000),
+        max_output_tokens: Some(1_000),
+        ..ModelConfig::default()
+    };
+    try_build(
+        tempfile::tempdir().unwrap(),
+        script,
+        config,
+        Some(64_000),
+        with_route,
+        None,
+        AgentOptions::new("s/small"),
+        vec![
+            ("s/tiny".to_owned(), model()),
+            ("s/mid".to_owned(), model()),
+        ],
+        compaction.map(str::to_owned),
         &|care| care,
     )
     .await
@@ -112,6 +146,7 @@ pub(crate) async fn rig_in(
         session,
         options,
         Vec::new(),
+        None,
         &|care| care,
     )
     .await
@@ -127,8 +162,30 @@ async fn build(
     session: Option<&ccare_core::SessionId>,
     options: AgentOptions,
     models: Vec<(String, ModelConfig)>,
+    compaction: Option<String>,
     extend: &dyn Fn(ContextCare) -> ContextCare,
 ) -> Rig {
+    try_build(
+        dir, script, config, window, with_route, session, options, models, compaction, extend,
+    )
+    .await
+    .unwrap()
+}
+
+/// [`build`], returning the plugin's mount error instead of panicking on it.
+#[allow(clippy::too_many_arguments)]
+async fn try_build(
+    dir: TempDir,
+    script: &str,
+    config: Value,
+    window: Option<u64>,
+    with_route: bool,
+    session: Option<&ccare_core::SessionId>,
+    options: AgentOptions,
+    models: Vec<(String, ModelConfig)>,
+    compaction: Option<String>,
+    extend: &dyn Fn(ContextCare) -> ContextCare,
+) -> Result<Rig, String> {
     let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
     let registry = Arc::new(Registry::with_host_defaults());
     let sessions = Arc::new(Sessions::new(
@@ -153,6 +210,11 @@ async fn build(
     for (name, model) in models {
         llm_config.models.insert(name, model);
     }
+    if let Some(compaction) = compaction {
+        llm_config
+            .purpose_models
+            .insert(ccare_llm::Purpose::Compaction, compaction);
+    }
     let mut llm = Llm::from_config(llm_config, &|_| None).unwrap();
     llm.insert_provider(
         "s",
@@ -166,7 +228,8 @@ async fn build(
     } else {
         ContextCare::default()
     });
-    host.mount(&care, &config).unwrap();
+    host.mount(&care, &config)
+        .map_err(|error| error.to_string())?;
     let session = match session {
         Some(id) => sessions.open(id).await.unwrap(),
         None => sessions.create(None, Default::default()).await.unwrap(),
@@ -177,7 +240,7 @@ async fn build(
         Arc::new(SystemClock),
         options,
     );
-    Rig {
+    Ok(Rig {
         dir,
         host,
         agent,
@@ -185,7 +248,7 @@ async fn build(
         script,
         care,
         sessions,
-    }
+    })
 }
 
 impl Rig {

@@ -22,6 +22,7 @@ const ALL_ON: StatusParts<'static> = StatusParts {
     report: true,
     advice: true,
     outcome: None,
+    state_unknown: false,
 };
 
 fn metrics(fatigue: FatigueLevel, wakefulness: WakefulnessLevel) -> ContextCareMetrics {
@@ -134,6 +135,7 @@ fn cc_ntc_3_nothing_between_the_tags_is_the_empty_string() {
         report: false,
         advice: false,
         outcome: None,
+        state_unknown: false,
     };
     for fatigue in FATIGUE {
         for wakefulness in WAKEFULNESS {
@@ -153,6 +155,7 @@ fn cc_ntc_3_parts_go_in_order_and_the_outcome_sits_before_the_advice() {
         report: false,
         advice: true,
         outcome: Some("OUTCOME"),
+        state_unknown: false,
     };
     let text = render_status(
         Locale::En,
@@ -169,6 +172,7 @@ fn cc_ntc_3_parts_go_in_order_and_the_outcome_sits_before_the_advice() {
         report: false,
         advice: false,
         outcome: Some("OUTCOME"),
+        state_unknown: false,
     };
     assert_eq!(
         render_status(Locale::Zh, &ContextCareMetrics::UNKNOWN, outcome_only),

@@ -12,6 +12,10 @@ use serde_json::Value;
 use crate::run::{ccare_async, text};
 
 fn write_config(dir: &Path, base_url: &str) {
+    write_config_with_window(dir, base_url, 16_000);
+}
+
+fn write_config_with_window(dir: &Path, base_url: &str, window: u64) {
     std::fs::write(
         dir.join("ccare.toml"),
         format!(
@@ -26,7 +30,7 @@ api_key_env = "FAKE_KEY"
 idle_timeout_ms = 2000
 
 [models."local/fake-model"]
-context_window = 16000
+context_window = {window}
 max_output_tokens = 1000
 
 [plugins.context-care]
@@ -167,5 +171,53 @@ async fn a_session_growing_past_s_raises_its_levels_with_one_notice_per_change()
     assert_eq!(
         conversation, turns,
         "the refused request never reached the server"
+    );
+}
+
+/// CC-BUD-6 / A6: a local refusal tells the user and a script which limit was hit and
+/// that the provider was never called: `ccare run` prints origin, budget kind and
+/// budget on stderr, and `--json`'s `turn/end` carries them in the failure.
+#[tokio::test(flavor = "multi_thread")]
+async fn a6_a_local_refusal_names_its_origin_budget_and_kind() {
+    let server = FakeServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // H = 4000 − 1000 = 3000; the prompt is far above it.
+    write_config_with_window(dir.path(), &server.base_url(), 4_000);
+    let huge = "lorem ipsum dolor sit amet ".repeat(2000);
+    let refused = ccare_async(dir.path(), &["run", "--prompt", &huge]).await;
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = text(&refused.stderr);
+    let line = stderr
+        .lines()
+        .find(|line| line.contains("REQUEST_BUDGET_EXCEEDED"))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(line.contains("exceeds hard input budget 3000"), "{line}");
+    assert!(
+        line.contains("refused before dispatch (origin: preflight; the provider was never called)"),
+        "{line}"
+    );
+    assert!(line.contains("budget kind: physical"), "{line}");
+    assert!(line.contains("\"hardInput\":3000"), "{line}");
+
+    let json = ccare_async(dir.path(), &["run", "--json", "--prompt", &huge]).await;
+    assert_eq!(json.status.code(), Some(1), "{}", text(&json.stderr));
+    let end = text(&json.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|event| event["type"] == "turn/end")
+        .unwrap();
+    let failure = &end["data"]["reason"]["failure"];
+    assert_eq!(failure["code"], "REQUEST_BUDGET_EXCEEDED", "{end}");
+    let refusal = &failure["refusal"];
+    assert_eq!(refusal["origin"], "preflight", "{end}");
+    assert_eq!(refusal["budgetKind"], "physical", "{end}");
+    assert_eq!(refusal["budget"]["hardInput"], 3000, "{end}");
+    assert_eq!(refusal["budget"]["capacity"], 4000, "{end}");
+    assert!(
+        server
+            .requests()
+            .iter()
+            .all(|request| request.header("x-ccare-purpose") != Some("conversation")),
+        "the provider was never called for the conversation"
     );
 }
