@@ -125,6 +125,16 @@ impl Firing {
     }
 }
 
+/// One kept firing (SW-7 "≤40 kept"): the firing and, once its caller ran it, what
+/// became of each action (see [`super::StreamWatch::record_actions`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FiringRecord {
+    /// The firing as the engine returned it.
+    pub firing: Firing,
+    /// The outcome of each action in order; `None` until the caller records them.
+    pub actions: Option<Vec<ActionRecord>>,
+}
+
 /// What became of one action of a firing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ActionRecord {

@@ -36,7 +36,7 @@ mod view;
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-pub use action::{ActionId, ActionOutcome, ActionRecord, Firing};
+pub use action::{ActionId, ActionOutcome, ActionRecord, Firing, FiringRecord};
 pub use config::{
     CONTEXT_ANXIETY_PHRASES, DetectorConfig, MAX_TRIGGER_ID_CHARS, MarkerParams, Mode,
     PhraseParams, Scope, TIME_ANXIETY_PHRASES, Trigger, TriggerConfig, TriggerError, Triggers,
@@ -245,7 +245,7 @@ fn reads(scope: Scope, source: Scope) -> bool {
 pub struct StreamWatch {
     triggers: Triggers,
     states: Vec<TriggerState>,
-    recent: VecDeque<Firing>,
+    recent: VecDeque<FiringRecord>,
 }
 
 impl StreamWatch {
@@ -327,7 +327,10 @@ impl StreamWatch {
         if self.recent.len() == RECENT_FIRINGS {
             self.recent.pop_front();
         }
-        self.recent.push_back(firing.clone());
+        self.recent.push_back(FiringRecord {
+            firing: firing.clone(),
+            actions: None,
+        });
         Some(firing)
     }
 
@@ -378,9 +381,29 @@ impl StreamWatch {
         self.states.get(index).map(|state| &state.attempt.view)
     }
 
-    /// The last `RECENT_FIRINGS` firings of this watch, oldest first, across attempts.
-    pub fn recent_firings(&self) -> impl Iterator<Item = &Firing> {
+    /// The last `RECENT_FIRINGS` firings of this watch, oldest first, across attempts,
+    /// each with what became of its actions once the caller recorded it (SW-7).
+    pub fn recent_firings(&self) -> impl Iterator<Item = &FiringRecord> {
         self.recent.iter()
+    }
+
+    /// Keeps what [`Firing::run`] returned for `firing` in its firing record (SW-7), so
+    /// an unknown or failing action stays visible after the run: the newest kept
+    /// record of this firing that has none yet. False if it is no longer kept (more
+    /// than `RECENT_FIRINGS` firings since) or was already recorded.
+    pub fn record_actions(&mut self, firing: &Firing, actions: Vec<ActionRecord>) -> bool {
+        match self
+            .recent
+            .iter_mut()
+            .rev()
+            .find(|record| record.actions.is_none() && record.firing == *firing)
+        {
+            Some(record) => {
+                record.actions = Some(actions);
+                true
+            }
+            None => false,
+        }
     }
 
     fn position(&self, trigger: &str) -> Option<usize> {

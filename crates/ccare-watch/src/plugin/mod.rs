@@ -2,12 +2,17 @@
 //! into the agent.
 //!
 //! - A stream observer feeds every text and reasoning delta of a conversation stream to
-//!   the session's [`StreamWatch`] and runs what fires (SW-7 .. SW-11): a notice is
-//!   injected; an abort cancels the turn with cause `hook{stream-watch, "output loop:
-//!   …"}` (the visible partial output is kept as an interrupted message); a resume
-//!   steers MV-LOOP(aborted) so the work continues in a new turn, and after two aborts
-//!   in a row it does not.
-//! - A pre-step hook resets the abort count on a real user message (SW-10) and, as the
+//!   the session's [`StreamWatch`] over the configured triggers (the defaults, or
+//!   `[plugins.stream-watch] triggers`; each has its controls rule `stream-<id>`,
+//!   SW-1, RC-1) and runs what fires (SW-7 .. SW-11): a notice is injected; an abort
+//!   cancels the turn with cause `hook{stream-watch, "output loop: …"}` (the visible
+//!   partial output is kept as an interrupted message); a resume steers
+//!   MV-LOOP(aborted) so the work continues in a new turn, and after two aborts in a
+//!   row it does not. Each firing leaves exactly one message, and one that stopped
+//!   the output says that the system stopped it (KD-2). What became of each action is
+//!   logged and kept in the firing record ([`StreamWatchPlugin::recent_firings`]).
+//! - A pre-step hook resets the abort count and the notice record on a real user
+//!   message entered at any step (SW-10) and, as the
 //!   fallback path, reminds the model of loop shapes in its last reply (LS-1 .. LS-3),
 //!   unless the watch already handled that reply or the last user message is already a
 //!   loop notice.
@@ -38,12 +43,13 @@ use parking_lot::Mutex;
 use serde_json::Value;
 
 use crate::engine::{
-    ActionId, Evidence, Firing, Frame, LoopPolicy, NoticeDecision, StreamWatch, Triggers,
+    ActionId, ActionOutcome, Evidence, Firing, FiringRecord, Frame, LoopPolicy, NoticeDecision,
+    StreamWatch, Triggers,
 };
 use crate::shapes::{ShapeEvidence, ShapeId, ShapeResponse, detect, reply_input};
 pub use texts::{
-    LABEL_CONTEXT, LABEL_LOOP, LABEL_LOOP_ABORTED, LABEL_TIME, LoopShape, context_notice,
-    loop_notice, resume_notice, time_notice,
+    LABEL_CONTEXT, LABEL_LOOP, LABEL_LOOP_ABORTED, LABEL_TIME, LABEL_WATCH, LABEL_WATCH_ABORTED,
+    LoopShape, context_notice, loop_notice, match_notice, resume_notice, time_notice,
 };
 
 /// The controls source of the watch.
@@ -53,50 +59,56 @@ pub const WATCH_KIND_PREFIX: &str = "plugin:context-care:watch:";
 /// The source kind of the loop-shape notices.
 pub const LOOP_KIND: &str = "plugin:context-care:loop";
 
-/// The controls catalog of the watch (RC-1): the stream triggers and the loop shapes.
-/// `clean` has no executor in this build, so it is unavailable.
-pub fn watch_catalog() -> ControlSource {
+/// The controls catalog of the watch (RC-1): one rule `stream-<trigger>` per configured
+/// stream trigger (SW-1), with the trigger's actions in order (`resume` requires
+/// `abort`), and the loop shapes. `clean` has no executor in this build, so it is
+/// unavailable. An action name the watch does not know stays available, so that it
+/// runs and is recorded as `unknown action <name>` (SW-7), as `ccare watch replay`
+/// shows it.
+pub fn watch_catalog(triggers: &Triggers) -> ControlSource {
     let notice = || ControlAction::new("notice");
     let clean = || ControlAction {
         available: false,
         reason: Some("executor-unavailable".to_owned()),
         ..ControlAction::new("clean")
     };
-    let resume = ControlAction {
-        requires: vec!["abort".to_owned()],
-        ..ControlAction::new("resume")
-    };
-    let rules = vec![
-        ControlRule::new(
-            "stream-line-repeat",
-            vec![notice(), ControlAction::new("abort"), resume],
-        ),
-        ControlRule::new("stream-time-anxiety", vec![notice()]),
-        ControlRule::new("stream-context-anxiety", vec![notice()]),
+    let mut rules: Vec<ControlRule> = triggers
+        .as_slice()
+        .iter()
+        .map(|trigger| {
+            let actions = trigger
+                .actions()
+                .iter()
+                .map(|action| match action {
+                    ActionId::Resume => ControlAction {
+                        requires: vec![ActionId::Abort.as_str().to_owned()],
+                        ..ControlAction::new(action.as_str())
+                    },
+                    _ => ControlAction::new(action.as_str()),
+                })
+                .collect();
+            ControlRule::new(rule_of(trigger.id()), actions)
+        })
+        .collect();
+    rules.extend([
         ControlRule::new("loop-line-repeat", vec![notice(), clean()]),
         ControlRule::new("loop-filler-lines", vec![notice(), clean()]),
         ControlRule::new("loop-line-cycle", vec![notice()]),
         ControlRule::new("loop-prefix-monotony", vec![notice()]),
         ControlRule::new("tool-loop", vec![notice(), ControlAction::new("stop")]),
-    ];
+    ]);
     ControlSource {
         plugin: Some(SOURCE.to_owned()),
         ..ControlSource::new(SOURCE, rules)
     }
 }
 
+/// The longest control rule id (RC-1), in characters.
+const MAX_RULE_ID_CHARS: usize = 256;
+
 /// The rule of a stream trigger: `stream-<trigger>`.
 fn rule_of(trigger: &str) -> String {
     format!("stream-{trigger}")
-}
-
-fn action_name(action: &ActionId) -> &str {
-    match action {
-        ActionId::Notice => "notice",
-        ActionId::Abort => "abort",
-        ActionId::Resume => "resume",
-        ActionId::Unknown(name) => name,
-    }
 }
 
 /// One agent's watch state.
@@ -122,10 +134,22 @@ struct Watch {
     agents: Mutex<HashMap<SessionId, AgentWatch>>,
 }
 
-/// The `stream-watch` plugin.
-#[derive(Debug, Clone, Copy, Default)]
+/// The `stream-watch` plugin. A clone shares the handle on the latest mount, so the
+/// binary can read the firing records of a session ([`StreamWatchPlugin::recent_firings`]).
+#[derive(Clone, Default)]
 pub struct StreamWatchPlugin {
     locale: Locale,
+    mounted: Arc<Mutex<Option<Arc<Watch>>>>,
+}
+
+impl std::fmt::Debug for StreamWatchPlugin {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("StreamWatchPlugin")
+            .field("locale", &self.locale)
+            .field("mounted", &self.mounted.lock().is_some())
+            .finish()
+    }
 }
 
 impl StreamWatchPlugin {
@@ -134,6 +158,21 @@ impl StreamWatchPlugin {
     pub fn with_locale(mut self, locale: Locale) -> Self {
         self.locale = locale;
         self
+    }
+
+    /// The session's last firings (at most `RECENT_FIRINGS`, oldest first) with what
+    /// became of each action (SW-7): `unknown action <name>` and action errors stay
+    /// here after the run. Empty before the first mount or the session's first
+    /// firing.
+    pub fn recent_firings(&self, session: &SessionId) -> Vec<FiringRecord> {
+        let Some(watch) = self.mounted.lock().clone() else {
+            return Vec::new();
+        };
+        let agents = watch.agents.lock();
+        agents
+            .get(session)
+            .map(|agent| agent.engine.recent_firings().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
@@ -176,7 +215,18 @@ impl Plugin for StreamWatchPlugin {
             None => crate::tool_loop::ToolLoopConfig::default(),
         };
         tool_loop.validate()?;
-        scope.control_source(watch_catalog())?;
+        if let Some(trigger) = triggers
+            .as_slice()
+            .iter()
+            .find(|trigger| rule_of(trigger.id()).chars().count() > MAX_RULE_ID_CHARS)
+        {
+            return Err(format!(
+                "triggers: the id {:?} is too long for its control rule stream-<id> (at most {} characters)",
+                trigger.id(),
+                MAX_RULE_ID_CHARS - rule_of("").chars().count()
+            ));
+        }
+        scope.control_source(watch_catalog(&triggers))?;
         let watch = Arc::new(Watch {
             triggers,
             locale: self.locale,
@@ -191,7 +241,8 @@ impl Plugin for StreamWatchPlugin {
             controls: watch.controls.clone(),
             sessions: Mutex::new(HashMap::new()),
         }));
-        scope.observer(Arc::new(WatchHealth(watch)));
+        scope.observer(Arc::new(WatchHealth(Arc::clone(&watch))));
+        *self.mounted.lock() = Some(watch);
         prompts::register(prompt_rules, scope)?;
         completion::mount(table.get("completion"), self.locale, scope)?;
         Ok(())
@@ -233,12 +284,16 @@ impl Watch {
         })
     }
 
-    /// The MV text and label a firing's notice or resume injects.
-    fn loop_text(&self, firing: &Firing, aborted: bool) -> String {
-        match &firing.evidence {
+    /// The notice of a firing (SW-8): MV-LOOP for a repeated line, MV-TIME / MV-CONTEXT
+    /// for the default anxiety triggers, and for any other configured trigger what it
+    /// found. `aborted`: the firing stops the output, so the text says that the
+    /// system, not the model, stopped it (SW-9, SW-11, KD-2).
+    fn notice_for(&self, firing: &Firing, aborted: bool) -> Message {
+        let kind = format!("{WATCH_KIND_PREFIX}{}", firing.trigger);
+        let found = match &firing.evidence {
             Evidence::LineRepeat(report) => {
                 let percent = (report.ratio * 100.0).round();
-                loop_notice(
+                let text = loop_notice(
                     self.locale,
                     &LoopShape::Line(report.line.clone()),
                     report.count,
@@ -249,28 +304,63 @@ impl Watch {
                         0
                     },
                     aborted,
-                )
+                );
+                let label = if aborted {
+                    LABEL_LOOP_ABORTED
+                } else {
+                    LABEL_LOOP
+                };
+                return notice_message(&kind, label, text);
             }
-            Evidence::Marker { .. } | Evidence::Phrase { .. } => resume_notice(self.locale),
+            Evidence::Marker { marker } => marker,
+            Evidence::Phrase { phrase } => phrase,
+        };
+        match (&*firing.trigger, aborted) {
+            ("time-anxiety", false) => notice_message(&kind, LABEL_TIME, time_notice(self.locale)),
+            ("context-anxiety", false) => {
+                notice_message(&kind, LABEL_CONTEXT, context_notice(self.locale))
+            }
+            (trigger, aborted) => notice_message(
+                &kind,
+                if aborted {
+                    LABEL_WATCH_ABORTED
+                } else {
+                    LABEL_WATCH
+                },
+                match_notice(self.locale, trigger, found, aborted),
+            ),
         }
     }
 
-    fn notice_for(&self, firing: &Firing) -> Message {
-        match &*firing.trigger {
-            "time-anxiety" => notice_message(
+    /// The steer of a firing's resume (SW-9): its aborted notice, or MV-RESUME for a
+    /// repeated line whose notice is off.
+    fn resume_for(&self, session: &SessionId, firing: &Firing) -> Message {
+        let notice_on = self.enabled(session, &rule_of(&firing.trigger), "notice");
+        match &firing.evidence {
+            Evidence::LineRepeat(_) if !notice_on => notice_message(
                 &format!("{WATCH_KIND_PREFIX}{}", firing.trigger),
-                LABEL_TIME,
-                time_notice(self.locale),
+                LABEL_LOOP_ABORTED,
+                resume_notice(self.locale),
             ),
-            "context-anxiety" => notice_message(
-                &format!("{WATCH_KIND_PREFIX}{}", firing.trigger),
-                LABEL_CONTEXT,
-                context_notice(self.locale),
+            _ => self.notice_for(firing, true),
+        }
+    }
+}
+
+/// Logs what became of a firing's actions: unknown and failed actions as warnings,
+/// the rest at debug level (SW-7).
+fn log_actions(session: &SessionId, firing: &Firing, records: &[crate::engine::ActionRecord]) {
+    for record in records {
+        match record.outcome {
+            ActionOutcome::Unknown | ActionOutcome::Failed(_) => tracing::warn!(
+                session = %session,
+                trigger = %firing.trigger,
+                "stream-watch: {record}"
             ),
-            _ => notice_message(
-                &format!("{WATCH_KIND_PREFIX}{}", firing.trigger),
-                LABEL_LOOP,
-                self.loop_text(firing, false),
+            ActionOutcome::Done(_) | ActionOutcome::NoAbort => tracing::debug!(
+                session = %session,
+                trigger = %firing.trigger,
+                "stream-watch: {record}"
             ),
         }
     }
@@ -298,7 +388,7 @@ impl StreamObserver for WatchStream {
         }
         if agent.epoch.as_deref() != Some(epoch.as_str()) {
             agent.engine.set_controls(&epoch, |trigger, action| {
-                watch.enabled(session, &rule_of(trigger), action_name(action))
+                watch.enabled(session, &rule_of(trigger), action.as_str())
             });
             agent.epoch = Some(epoch);
         }
@@ -306,6 +396,7 @@ impl StreamObserver for WatchStream {
         let mut cancel = None;
         for firing in firings {
             let AgentWatch {
+                engine,
                 policy,
                 aborted_calls,
                 handled_calls,
@@ -314,57 +405,65 @@ impl StreamObserver for WatchStream {
             if matches!(firing.evidence, Evidence::LineRepeat(_)) {
                 handled_calls.insert(context.call_id.clone());
             }
-            firing.run(|action| -> Result<bool, String> {
+            // Exactly one message per firing tells the model what happened (SW-8,
+            // SW-11, KD-2): a firing that stops the output says so, whichever of its
+            // notice, its resume or the abort itself speaks.
+            let stops = firing.actions.contains(&ActionId::Abort);
+            let mut spoke = false;
+            let mut aborted = false;
+            let records = firing.run(|action| -> Result<bool, String> {
                 match action {
                     ActionId::Notice => match policy.notice_decision(&firing) {
                         NoticeDecision::Send => {
-                            Ok(context.inbox.inject(watch.notice_for(&firing)).is_some())
+                            spoke = context
+                                .inbox
+                                .inject(watch.notice_for(&firing, stops))
+                                .is_some();
+                            Ok(spoke)
                         }
                         NoticeDecision::ResumeWillSpeak | NoticeDecision::AlreadyNoticed => {
                             Ok(false)
                         }
                     },
                     ActionId::Abort => {
-                        let line = match &firing.evidence {
-                            Evidence::LineRepeat(report) => report.line.clone(),
-                            Evidence::Marker { marker } => marker.to_string(),
-                            Evidence::Phrase { phrase } => phrase.to_string(),
+                        // SW-9's cause for a repeated line; a configured trigger's
+                        // names the trigger and what it found.
+                        let reason = match &firing.evidence {
+                            Evidence::LineRepeat(report) => format!("output loop: {}", report.line),
+                            Evidence::Marker { marker: found }
+                            | Evidence::Phrase { phrase: found } => {
+                                format!("stream watch {}: {found}", firing.trigger)
+                            }
                         };
                         policy.record_abort();
                         aborted_calls.insert(context.call_id.clone());
-                        cancel = Some(format!("output loop: {line}"));
+                        cancel = Some(reason);
+                        aborted = true;
                         Ok(true)
                     }
                     ActionId::Resume => {
                         if !policy.may_resume() {
-                            // SW-11: no resume; the next human-started step learns that
-                            // the system stopped the output.
-                            let text = watch.loop_text(&firing, true);
-                            context.inbox.inject(notice_message(
-                                &format!("{WATCH_KIND_PREFIX}{}", firing.trigger),
-                                LABEL_LOOP_ABORTED,
-                                text,
-                            ));
+                            // SW-11: no resume; the stop notice below reaches the next
+                            // human-started step.
                             return Ok(false);
                         }
-                        let notice_on = watch.enabled(session, &rule_of(&firing.trigger), "notice");
-                        let text = if notice_on {
-                            watch.loop_text(&firing, true)
-                        } else {
-                            resume_notice(watch.locale)
-                        };
-                        Ok(context
+                        let steered = context
                             .inbox
-                            .steer(notice_message(
-                                &format!("{WATCH_KIND_PREFIX}{}", firing.trigger),
-                                LABEL_LOOP_ABORTED,
-                                text,
-                            ))
-                            .is_some())
+                            .steer(watch.resume_for(session, &firing))
+                            .is_some();
+                        spoke |= steered;
+                        Ok(steered)
                     }
                     ActionId::Unknown(_) => Ok(false),
                 }
             });
+            if aborted && !spoke {
+                // Nothing spoke: the notice is off or already sent in this user turn,
+                // and resume is off or held back after two aborts in a row (SW-11).
+                context.inbox.inject(watch.notice_for(&firing, true));
+            }
+            log_actions(session, &firing, &records);
+            engine.record_actions(&firing, records);
         }
         match cancel {
             Some(reason) => StreamVerdict::Cancel { reason },
@@ -465,30 +564,34 @@ impl PreStepHook for WatchPreStep {
     ) -> BoxFuture<'a, Result<PreStepDecision, HookError>> {
         Box::pin(async move {
             let session = context.session.id();
-            if context.step == 1 {
-                // SW-10: the opening prompt of a turn started by a person resets the
-                // count; a resume steer does not.
-                let real = context.session.with_log(|log| {
-                    log.events()
-                        .iter()
-                        .rev()
-                        .take_while(|event| event.kind() != ccare_core::kinds::TURN_START)
-                        .filter(|event| event.kind() == ccare_core::kinds::USER_MESSAGE)
-                        .any(|event| {
-                            event
-                                .decode::<ccare_core::kinds::UserMessage>()
-                                .is_ok_and(|user| {
-                                    matches!(user.message.source, Some(Source::User { .. }))
-                                })
-                        })
-                });
-                if real {
-                    let mut agents = self.0.agents.lock();
-                    self.0
-                        .agent(&mut agents, session)
-                        .policy
-                        .real_user_message();
-                }
+            // SW-10: a real user message entered at this step (the opening prompt,
+            // or a person's steer at any later step) resets the count and the
+            // notice record; a resume steer or a notice does not. The step's user
+            // messages are logged before the pre-step chain runs, after the last
+            // `step/end` (or `turn/start`).
+            let real = context.session.with_log(|log| {
+                log.events()
+                    .iter()
+                    .rev()
+                    .take_while(|event| {
+                        event.kind() != ccare_core::kinds::TURN_START
+                            && event.kind() != ccare_core::kinds::STEP_END
+                    })
+                    .filter(|event| event.kind() == ccare_core::kinds::USER_MESSAGE)
+                    .any(|event| {
+                        event
+                            .decode::<ccare_core::kinds::UserMessage>()
+                            .is_ok_and(|user| {
+                                matches!(user.message.source, Some(Source::User { .. }))
+                            })
+                    })
+            });
+            if real {
+                let mut agents = self.0.agents.lock();
+                self.0
+                    .agent(&mut agents, session)
+                    .policy
+                    .real_user_message();
             }
             let reminder = self.shapes(context);
             let decision = next.run(input).await?;

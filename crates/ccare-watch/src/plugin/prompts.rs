@@ -14,9 +14,10 @@
 //!   domain [`FEEDBACK_DOMAIN`]), observed at pre-step time and delivered through the
 //!   segment.
 //!
-//! The previous route is a fact of the session log, never of another plugin's store
-//! (DESIGN.md §3): the route of the newest `assistant/message`, see
-//! [`last_dispatched_route`].
+//! The previous route is the last dispatched route of the call's purpose (MP-2): the
+//! plugin's own gate records every dispatch; for a session this process has not
+//! dispatched on, it is a fact of the session log, never of another plugin's store
+//! (DESIGN.md §3), see [`last_dispatched_route`].
 //!
 //! The kernel logs the segment's message in the request's `request/header{reason:
 //! series}` delta; its provenance (`contextCarePrompt{callId, segments, message}`)
@@ -32,7 +33,7 @@ use ccare_agent::{
     BoxFuture, HookContext, HookError, PluginScope, PreStepDecision, PreStepHook, PreStepInput,
     PreStepNext, RequestGate, RequestHook, RequestSegment,
 };
-use ccare_core::kinds::{ASSISTANT_MESSAGE, AssistantMessage};
+use ccare_core::kinds::{ASSISTANT_MESSAGE, AssistantMessage, COMPACTION_SUMMARY};
 use ccare_core::{
     ContentBlock, Event, Extra, LlmFailure, Message, PluginSource, SessionId, Source,
 };
@@ -484,21 +485,40 @@ pub fn prompts_catalog(rules: &[PromptRule]) -> ControlSource {
     }
 }
 
-/// The last dispatched conversation route of a session log (MP-2): the route of the
-/// newest `assistant/message`. Every such message answers a conversation call that
-/// was dispatched, and it carries its provider and model. `request/header` and
-/// `request/context` are not used: they are written for calls a request gate then
-/// keeps back, and only when the route changed. A failed attempt carries no route, so
-/// after a call that failed on a new route the previous route is still the old one
-/// (a model-switch prompt is then offered again, which is what the model has not
-/// seen answered).
-pub fn last_dispatched_route(events: &[Arc<Event>]) -> Option<RouteRef> {
-    events
-        .iter()
-        .rev()
-        .filter(|event| event.kind() == ASSISTANT_MESSAGE)
-        .find_map(|event| event.decode::<AssistantMessage>().ok())
-        .map(|message| RouteRef::new(message.provider, message.model))
+/// The last dispatched route of `purpose` that a session log records (MP-2), for a
+/// session this process has not dispatched on yet (after a restart): for
+/// `conversation` the route of the newest `assistant/message` (every one answers a
+/// dispatched conversation call and carries its provider and model), for
+/// `compaction` that of the newest `compaction/summary`; `session-title` calls leave
+/// no route in the log. `request/header` and `request/context` are not used: they
+/// are written for calls a request gate then keeps back, and only when the route
+/// changed. While the process runs, the plugin's own record of each dispatch is
+/// exact and takes precedence (a call that was dispatched and then failed counts).
+pub fn last_dispatched_route(events: &[Arc<Event>], purpose: Purpose) -> Option<RouteRef> {
+    match purpose {
+        Purpose::Conversation => events
+            .iter()
+            .rev()
+            .filter(|event| event.kind() == ASSISTANT_MESSAGE)
+            .find_map(|event| event.decode::<AssistantMessage>().ok())
+            .map(|message| RouteRef::new(message.provider, message.model)),
+        Purpose::Compaction => events
+            .iter()
+            .rev()
+            .filter(|event| event.kind() == COMPACTION_SUMMARY)
+            .find_map(|event| {
+                let route: SummaryRoute = serde_json::from_str(event.data_json()).ok()?;
+                Some(RouteRef::new(route.provider, route.model))
+            }),
+        _ => None,
+    }
+}
+
+/// The route fields of a `compaction/summary` event.
+#[derive(serde::Deserialize)]
+struct SummaryRoute {
+    provider: String,
+    model: String,
 }
 
 /// Validates the `model_scoped_prompts` rules and registers them into the
@@ -519,13 +539,17 @@ pub fn register(rules: Vec<PromptRule>, scope: &mut PluginScope<'_>) -> Result<(
         controls: scope.controls(),
         feedback: FeedbackStore::new(scope.domains()),
         calls: Mutex::new(HashMap::new()),
+        dispatched: Mutex::new(HashMap::new()),
         reservations: Mutex::new(HashMap::new()),
     });
     scope.request(Arc::new(CallRoutes(Arc::clone(&prompts))));
     if has_feedback {
         scope.pre_step(Arc::new(ObserveOutputs(Arc::clone(&prompts))), false);
-        scope.request_gate(Arc::new(DurableReservation(Arc::clone(&prompts))));
     }
+    scope.request_gate(Arc::new(PromptGate {
+        prompts: Arc::clone(&prompts),
+        durable_feedback: has_feedback,
+    }));
     scope.request_segment(Arc::new(PromptSegment(prompts)));
     Ok(())
 }
@@ -554,6 +578,9 @@ struct ScopedPrompts {
     /// Per session, the route of its latest prepared call (set by the request hook,
     /// read by the segment, which is told only the call id).
     calls: Mutex<HashMap<SessionId, CallRoute>>,
+    /// Per session and purpose, the route of the last call this process dispatched
+    /// (MP-2): set when every gate passed, so a call that then failed counts.
+    dispatched: Mutex<HashMap<(SessionId, Purpose), RouteRef>>,
     /// Per call id.
     reservations: Mutex<HashMap<String, Reservation>>,
 }
@@ -658,6 +685,18 @@ impl ScopedPrompts {
         composed
     }
 
+    /// The last dispatched route of `purpose` (MP-2): this process's record of the
+    /// session's dispatches, else what the log records (see [`last_dispatched_route`]).
+    fn previous(&self, context: &HookContext, purpose: Purpose) -> Option<RouteRef> {
+        let session = context.session.id();
+        if let Some(route) = self.dispatched.lock().get(&(session.clone(), purpose)) {
+            return Some(route.clone());
+        }
+        context
+            .session
+            .with_log(|log| last_dispatched_route(log.events(), purpose))
+    }
+
     /// The route a preview prices: the session's latest prepared call, else the last
     /// dispatched one. The call about to be prepared is not known yet at the step
     /// boundary, so after a route change the preview may differ from the request.
@@ -730,9 +769,12 @@ impl RequestSegment for PromptSegment {
     fn preview(&self, context: &HookContext) -> Vec<Message> {
         let prompts = &self.0;
         let session = context.session.id();
-        let previous = context
-            .session
-            .with_log(|log| last_dispatched_route(log.events()));
+        let purpose = prompts
+            .calls
+            .lock()
+            .get(session)
+            .map_or(Purpose::Conversation, |call| call.purpose);
+        let previous = prompts.previous(context, purpose);
         let Some(call) = prompts.preview_call(session, previous.as_ref()) else {
             return Vec::new();
         };
@@ -746,9 +788,7 @@ impl RequestSegment for PromptSegment {
         let Some(call) = prompts.calls.lock().get(session).cloned() else {
             return Vec::new();
         };
-        let previous = context
-            .session
-            .with_log(|log| last_dispatched_route(log.events()));
+        let previous = prompts.previous(context, call.purpose);
         let composed = prompts.compose(session, &call, previous.as_ref());
         for (key, segment_id) in &composed.feedback {
             prompts.feedback.reserve(key, segment_id);
@@ -842,28 +882,44 @@ impl PreStepHook for ObserveOutputs {
     }
 }
 
-/// Makes a call's feedback reservation durable before the call leaves, so a crash
-/// after dispatch redelivers at most `maxDeliveries` times (OP-6). Never refuses: a
-/// storage failure costs at most one uncounted delivery, not the user's request.
-struct DurableReservation(Arc<ScopedPrompts>);
+/// The prompts' request gate. Never refuses.
+///
+/// - With `output-pattern` rules it makes a call's feedback reservation durable
+///   before the call leaves, so a crash after dispatch redelivers at most
+///   `maxDeliveries` times (OP-6); a storage failure costs at most one uncounted
+///   delivery, not the user's request.
+/// - It records the route of every dispatched call per purpose (MP-2's "last
+///   dispatched route of the same purpose").
+struct PromptGate {
+    prompts: Arc<ScopedPrompts>,
+    durable_feedback: bool,
+}
 
-impl RequestGate for DurableReservation {
+impl RequestGate for PromptGate {
     fn check<'a>(
         &'a self,
         context: &'a HookContext,
         call: &'a PreparedCall,
     ) -> BoxFuture<'a, Result<(), LlmFailure>> {
         Box::pin(async move {
-            let carries = self
-                .0
-                .reservations
-                .lock()
-                .get(&call.call_id)
-                .is_some_and(|reservation| !reservation.feedback.is_empty());
+            let carries = self.durable_feedback
+                && self
+                    .prompts
+                    .reservations
+                    .lock()
+                    .get(&call.call_id)
+                    .is_some_and(|reservation| !reservation.feedback.is_empty());
             if carries {
-                self.0.feedback.flush(context.session.id()).await;
+                self.prompts.feedback.flush(context.session.id()).await;
             }
             Ok(())
         })
+    }
+
+    fn dispatched(&self, context: &HookContext, call: &PreparedCall) {
+        self.prompts.dispatched.lock().insert(
+            (context.session.id().clone(), call.config.purpose),
+            RouteRef::new(call.route.provider.clone(), call.route.model.clone()),
+        );
     }
 }

@@ -25,6 +25,11 @@ pub const LABEL_LOOP_ABORTED: &str = "Output loop aborted";
 pub const LABEL_TIME: &str = "Time planning reminder";
 /// See [`LABEL_LOOP`].
 pub const LABEL_CONTEXT: &str = "Context planning reminder";
+/// The label of a configured trigger's notice (a `marker` or `phrase` detector that is
+/// not one of the default anxiety triggers).
+pub const LABEL_WATCH: &str = "Stream watch reminder";
+/// See [`LABEL_WATCH`]: the notice of a configured trigger that stopped the output.
+pub const LABEL_WATCH_ABORTED: &str = "Output stopped by the stream watch";
 
 fn wrap(lines: &[String]) -> String {
     format!("<context-care>\n{}\n</context-care>", lines.join("\n"))
@@ -95,6 +100,37 @@ pub fn resume_notice(locale: Locale) -> String {
         Locale::En => "The system (context-care) stopped your previous output because it was repeating itself. Work continues now from where it was.".to_owned(),
         Locale::Zh => "系统（context-care）因输出重复而停止了你上一次的输出。现在从原处继续工作。".to_owned(),
     }])
+}
+
+/// The notice of a configured trigger (SW-1: a trigger from `[plugins.stream-watch]
+/// triggers` whose detector found `found`): what was found and by which rule, whether
+/// the system (not the model) stopped the output because of it, and how to continue.
+/// It claims no loop: the trigger's meaning is the user's.
+pub fn match_notice(locale: Locale, trigger: &str, found: &str, aborted: bool) -> String {
+    let mut lines = Vec::new();
+    match locale {
+        Locale::En => {
+            lines.push(format!(
+                "The stream watch (context-care) found \"{found}\" in your output; the rule \"{trigger}\" asks for this reminder."
+            ));
+            if aborted {
+                lines.push("The system (context-care), not you, stopped the response mid-generation because of it; what was written so far is kept.".to_owned());
+            }
+            lines.push(
+                "Check that the work is on track, then continue from where it was.".to_owned(),
+            );
+        }
+        Locale::Zh => {
+            lines.push(format!(
+                "流式监视（context-care）在你的输出中发现了“{found}”；规则“{trigger}”要求发出这条提醒。"
+            ));
+            if aborted {
+                lines.push("是系统（context-care）而不是你因此在生成中途停止了这次回复；已写出的内容都保留。".to_owned());
+            }
+            lines.push("请确认工作方向正确，然后从原处继续。".to_owned());
+        }
+    }
+    wrap(&lines)
 }
 
 /// MV-TIME: check what time planning rests on.

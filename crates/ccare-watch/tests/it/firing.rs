@@ -228,3 +228,32 @@ fn sw_7_at_most_40_firings_are_kept() {
     }
     assert_eq!(watch.recent_firings().count(), RECENT_FIRINGS);
 }
+
+#[test]
+fn sw_7_a_kept_firing_carries_what_became_of_its_actions() {
+    let mut watch = watch(json!([marker_trigger(
+        "MATCH",
+        "text",
+        &["nope", "notice"]
+    )]));
+    let firings = watch.observe(Frame::Text("MATCH"));
+    let kept: Vec<_> = watch.recent_firings().cloned().collect();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].firing, firings[0]);
+    assert_eq!(kept[0].actions, None, "not run yet");
+    let records = firings[0].run(|_| Err::<bool, _>("inbox closed"));
+    assert!(watch.record_actions(&firings[0], records.clone()));
+    let kept: Vec<_> = watch.recent_firings().collect();
+    let lines: Vec<String> = kept[0]
+        .actions
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        lines,
+        ["unknown action nope", "notice failed: inbox closed"]
+    );
+    assert!(!watch.record_actions(&firings[0], records), "recorded once");
+}

@@ -16,6 +16,7 @@ use crate::composition::Composition;
 
 struct Rig {
     _dir: tempfile::TempDir,
+    plugin: StreamWatchPlugin,
     host: Arc<Host>,
     agent: Agent,
     session: Session,
@@ -23,16 +24,20 @@ struct Rig {
 }
 
 async fn rig(lines: &[Value]) -> Rig {
+    rig_with(json!({}), lines).await
+}
+
+/// The rig with the plugin mounted on this `[plugins.stream-watch]` table.
+async fn rig_with(config: Value, lines: &[Value]) -> Rig {
     let dir = tempfile::tempdir().unwrap();
 
     let composition = Composition::new(&dir.path().join("w.db"), lines);
-    composition
-        .host
-        .mount(&StreamWatchPlugin::default(), &json!({}))
-        .unwrap();
+    let plugin = StreamWatchPlugin::default();
+    composition.host.mount(&plugin, &config).unwrap();
     let (session, agent) = composition.agent("scripted", None).await;
     Rig {
         _dir: dir,
+        plugin,
         host: composition.host,
         agent,
         session,
@@ -54,6 +59,39 @@ impl Rig {
                 .map(|event| serde_json::from_str(event.data_json()).unwrap())
                 .collect()
         })
+    }
+
+    /// Sets one action of one `stream-watch` rule for the session (RC-4).
+    async fn toggle(&self, rule: &str, action: &str, enabled: bool) {
+        let controls = self.host.controls();
+        controls.load(self.session.id()).await.unwrap();
+        let revision = controls.snapshot(self.session.id()).revision;
+        controls
+            .patch(
+                self.session.id(),
+                Patch {
+                    revision,
+                    source_id: "stream-watch".to_owned(),
+                    rule_id: rule.to_owned(),
+                    op: PatchOp::Toggle {
+                        action_id: action.to_owned(),
+                        enabled,
+                    },
+                },
+                self.session.head(),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// The user messages the watch entered for `trigger`, in log order.
+    fn watch_notices(&self, trigger: &str) -> Vec<Value> {
+        let kind = format!("plugin:context-care:watch:{trigger}");
+        self.events("user/message")
+            .into_iter()
+            .map(|data| data["message"].clone())
+            .filter(|message| message["source"]["kind"] == kind.as_str())
+            .collect()
     }
 
     fn notices(&self, label: &str) -> Vec<Value> {
@@ -336,4 +374,246 @@ async fn ex_1_the_same_call_with_the_same_result_is_reminded_then_stopped() {
     );
     // Tool calls markers: the refused call never ran (no tool/call marker for it).
     assert_eq!(rig.events("tool/call").len(), 4);
+}
+
+/// `[plugins.stream-watch] triggers` with one trigger of its own: a text marker.
+fn marker_config(actions: &[&str]) -> Value {
+    json!({"triggers": {"todo-marker": {
+        "detector": {"kind": "marker", "params": {"marker": "TODO!"}},
+        "scope": "text",
+        "actions": actions,
+    }}})
+}
+
+#[tokio::test]
+async fn sw_1_rc_1_a_configured_trigger_gets_its_controls_and_fires_live_as_replay_shows() {
+    let config = marker_config(&["notice"]);
+    let reply = "Step one is done. TODO! wire the cache. Step two next.";
+    let rig = rig_with(
+        config.clone(),
+        &[json!({"text": reply}), json!({"text": "noted"})],
+    )
+    .await;
+    // What `ccare watch replay` computes: the engine over the same triggers.
+    let triggers = config["triggers"].as_object().unwrap();
+    let mut offline = ccare_watch::engine::StreamWatch::new(
+        ccare_watch::engine::Triggers::with_overrides(triggers).unwrap(),
+    );
+    offline.observe(ccare_watch::engine::Frame::Start);
+    let replayed = offline.observe(ccare_watch::engine::Frame::Text(reply));
+    assert_eq!(replayed.len(), 1);
+    assert_eq!(&*replayed[0].trigger, "todo-marker");
+
+    let controls = rig.host.controls();
+    controls.load(rig.session.id()).await.unwrap();
+    assert_eq!(
+        controls
+            .decide(
+                rig.session.id(),
+                "stream-watch",
+                "stream-todo-marker",
+                "notice"
+            )
+            .as_str(),
+        "enabled",
+        "the catalog follows the configured triggers"
+    );
+    assert_eq!(rig.turn("go").await, Some(TurnEndReason::Completed));
+    let notices = rig.watch_notices("todo-marker");
+    assert_eq!(notices.len(), 1, "fired live, once");
+    assert_eq!(notices[0]["source"]["summary"], "Stream watch reminder");
+    assert_eq!(
+        notices[0]["content"][0]["text"],
+        "<context-care>\nThe stream watch (context-care) found \"TODO!\" in your output; the rule \"todo-marker\" asks for this reminder.\nCheck that the work is on track, then continue from where it was.\n</context-care>"
+    );
+    let answers = rig.events("assistant/message");
+    assert_ne!(answers[0]["interrupted"], true, "a notice does not stop");
+    assert_eq!(answers.len(), 2, "entered at the next step");
+}
+
+#[tokio::test]
+async fn sw_8_sw_11_the_second_consecutive_abort_leaves_one_notice_saying_the_system_stopped_it() {
+    let rig = rig(&[looping(), looping(), json!({"text": "ok"})]).await;
+    assert!(matches!(
+        rig.turn("go").await,
+        Some(TurnEndReason::Aborted { .. })
+    ));
+    assert_eq!(rig.events("turn/end").len(), 2, "one resume, then none");
+    assert_eq!(rig.turn("try again").await, Some(TurnEndReason::Completed));
+    let notices = rig.watch_notices("line-repeat");
+    let labels: Vec<&Value> = notices
+        .iter()
+        .map(|notice| &notice["source"]["summary"])
+        .collect();
+    assert_eq!(
+        labels,
+        [LABEL_LOOP_ABORTED, LABEL_LOOP_ABORTED],
+        "one notice per abort: the first abort's resume steer, the second abort's notice"
+    );
+    for notice in &notices {
+        let text = notice["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("The system (context-care), not you, stopped the response mid-generation to end the repetition"),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn sw_11_kd_2_an_abort_without_resume_tells_the_model_the_system_stopped_it() {
+    let rig = rig(&[looping(), json!({"text": "ok"})]).await;
+    rig.toggle("stream-line-repeat", "resume", false).await;
+    assert!(matches!(
+        rig.turn("go").await,
+        Some(TurnEndReason::Aborted { .. })
+    ));
+    assert_eq!(rig.events("turn/end").len(), 1, "no resumed turn");
+    assert_eq!(rig.turn("continue").await, Some(TurnEndReason::Completed));
+    let notices = rig.watch_notices("line-repeat");
+    assert_eq!(notices.len(), 1, "{notices:#?}");
+    assert_eq!(notices[0]["source"]["summary"], LABEL_LOOP_ABORTED);
+    let text = notices[0]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("\"same line\""), "{text}");
+    assert!(
+        text.contains("The system (context-care), not you, stopped the response mid-generation"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn sw_11_an_abort_with_notice_and_resume_off_still_says_who_stopped_the_output() {
+    let rig = rig(&[looping(), json!({"text": "ok"})]).await;
+    rig.toggle("stream-line-repeat", "resume", false).await;
+    rig.toggle("stream-line-repeat", "notice", false).await;
+    assert!(matches!(
+        rig.turn("go").await,
+        Some(TurnEndReason::Aborted { .. })
+    ));
+    assert_eq!(rig.turn("continue").await, Some(TurnEndReason::Completed));
+    let notices = rig.watch_notices("line-repeat");
+    assert_eq!(notices.len(), 1, "{notices:#?}");
+    assert_eq!(notices[0]["source"]["summary"], LABEL_LOOP_ABORTED);
+    let text = notices[0]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("The system (context-care), not you, stopped the response mid-generation"),
+        "{text}"
+    );
+}
+
+/// A tool during which the person types a steer (as `ccare chat` queues one).
+struct Listen;
+
+impl ccare_agent::Tool for Listen {
+    fn def(&self) -> &ccare_agent::ToolDef {
+        static DEF: std::sync::OnceLock<ccare_agent::ToolDef> = std::sync::OnceLock::new();
+        DEF.get_or_init(|| ccare_agent::ToolDef {
+            spec: ccare_llm::ToolSpec {
+                name: "listen".to_owned(),
+                description: "wait a moment".to_owned(),
+                input_schema: json!({"type": "object"}),
+            },
+            concurrency: ccare_agent::Concurrency::ParallelSafe,
+            timeout_ms: None,
+            validates_own_arguments: false,
+        })
+    }
+    fn call(
+        &self,
+        context: ccare_agent::ToolContext,
+        _arguments: Value,
+    ) -> ccare_agent::BoxFuture<'static, ccare_agent::ToolOutcome> {
+        let mut message = ccare_core::Message::from_blocks(vec![ccare_core::ContentBlock::text(
+            "also check the tests",
+        )]);
+        message.source = Some(ccare_core::Source::user());
+        context.inbox.steer(message);
+        Box::pin(async { Ok(vec![ccare_core::ContentBlock::text("listened")]) })
+    }
+}
+
+#[tokio::test]
+async fn sw_10_a_real_user_steer_at_a_later_step_resets_the_watch() {
+    let looping_call = json!({
+        "text": "same line\n".repeat(80),
+        "tool_calls": [{"name": "listen", "arguments": {}}],
+    });
+    let rig = rig(&[looping_call, looping(), json!({"text": "done"})]).await;
+    rig.host.add_tool(Arc::new(Listen)).unwrap();
+    rig.toggle("stream-line-repeat", "abort", false).await;
+    assert_eq!(rig.turn("go").await, Some(TurnEndReason::Completed));
+    let steps: Vec<u64> = rig
+        .events("step/start")
+        .iter()
+        .map(|step| step["step"].as_u64().unwrap())
+        .collect();
+    assert_eq!(steps, [1, 2, 3]);
+    let steers: Vec<Value> = rig
+        .events("user/message")
+        .into_iter()
+        .filter(|data| data["message"]["content"][0]["text"] == "also check the tests")
+        .collect();
+    assert_eq!(steers.len(), 1, "the person's steer entered at step 2");
+    // SW-8's once-per-user-turn record cleared at the steer, so step 2's loop is
+    // noticed again.
+    let notices = rig.watch_notices("line-repeat");
+    assert_eq!(notices.len(), 2, "{notices:#?}");
+}
+
+/// A `tracing` writer into a shared buffer: what the plugin logs while a test runs.
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+#[tokio::test]
+async fn sw_7_an_unknown_action_is_logged_and_kept_in_the_firing_record() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::WARN)
+        .finish();
+    // The test runtime is single-threaded: the agent's task logs on this thread.
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let rig = rig_with(
+        marker_config(&["notice", "nope"]),
+        &[json!({"text": "one TODO! two"}), json!({"text": "noted"})],
+    )
+    .await;
+    assert_eq!(rig.turn("go").await, Some(TurnEndReason::Completed));
+    assert_eq!(
+        rig.watch_notices("todo-marker").len(),
+        1,
+        "notice still ran"
+    );
+    let logged = captured.text();
+    assert!(
+        logged.contains("WARN") && logged.contains("stream-watch: unknown action nope"),
+        "{logged}"
+    );
+    let firings = rig.plugin.recent_firings(rig.session.id());
+    assert_eq!(firings.len(), 1);
+    let records: Vec<String> = firings[0]
+        .actions
+        .as_ref()
+        .expect("the run was recorded")
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(records, ["notice true", "unknown action nope"]);
 }

@@ -319,6 +319,36 @@ async fn mp_2_ac_13_model_switch_without_initial_bind() {
 }
 
 #[tokio::test]
+async fn mp_2_the_previous_route_is_the_last_dispatched_one_even_when_it_failed() {
+    let rig = rig(
+        &[reply("1"), failure(), reply("3")],
+        json!([rule(
+            "switch",
+            "b",
+            "model-switch",
+            "Now on {boundModelLabel}."
+        )]),
+    )
+    .await;
+    rig.turn("on s/a").await;
+    rig.use_model("s/b");
+    assert!(matches!(
+        rig.turn("switched, the provider fails").await,
+        Some(TurnEndReason::Error { .. })
+    ));
+    // The failed call was dispatched on s/b: the newest answer is still from s/a, but
+    // the last dispatched conversation route is s/b, so no switch happened since.
+    assert_eq!(
+        rig.turn("same route again").await,
+        Some(TurnEndReason::Completed)
+    );
+    assert_eq!(
+        rig.prompt_texts(),
+        [None, Some("Now on s/b.".to_owned()), None]
+    );
+}
+
+#[tokio::test]
 async fn mp_2_model_switch_with_initial_bind_applies_to_the_first_call() {
     let mut switch = rule("switch", "a", "model-switch", "Bound: {boundModelLabel}");
     switch["initial_bind"] = json!(true);
