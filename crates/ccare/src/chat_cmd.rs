@@ -180,11 +180,15 @@ impl Chat<'_> {
             tokio::select! {
                 biased;
                 received = self.live.recv() => match received {
-                    Ok(live) => self.on_chunk(&live).map_err(Failure::failed)?,
+                    Ok(live) => if let Err(error) = self.on_chunk(&live) {
+                        return Err(self.stop_on_write_error(error).await);
+                    },
                     Err(RecvError::Lagged(_) | RecvError::Closed) => {}
                 },
                 received = self.events.recv() => match received {
-                    Ok(event) => self.on_event(&event).map_err(Failure::failed)?,
+                    Ok(event) => if let Err(error) = self.on_event(&event) {
+                        return Err(self.stop_on_write_error(error).await);
+                    },
                     Err(RecvError::Lagged(_) | RecvError::Closed) => {}
                 },
                 _ = &mut idle => break,
@@ -205,6 +209,15 @@ impl Chat<'_> {
         self.drain().map_err(Failure::failed)?;
         self.screen.close().map_err(Failure::failed)?;
         Ok(exit)
+    }
+
+    /// Stdout or stderr stopped taking output (the reader of a pipe left): the running
+    /// turn is cancelled so the log ends it cleanly, and the write error goes up (a
+    /// broken pipe exits quietly with 0).
+    async fn stop_on_write_error(&self, error: std::io::Error) -> Failure {
+        self.agent.cancel(CancelCause::User, false).await;
+        let _ = self.session.flush().await;
+        Failure::failed(error)
     }
 
     /// Shows what is still queued after the agent went idle: chunks first.
@@ -491,7 +504,7 @@ enum Open {
 /// Writes the two streams so that they interleave on one terminal: a line left open
 /// on one stream is ended before the other writes.
 struct Screen {
-    /// Dim reasoning (stderr is a terminal).
+    /// Dim reasoning (stderr is a terminal and NO_COLOR is not set).
     dim: bool,
     /// Tool lines are cut to this many characters.
     width: usize,
@@ -508,7 +521,7 @@ impl Screen {
             .filter(|columns| *columns >= 20)
             .unwrap_or(DEFAULT_WIDTH);
         Self {
-            dim: std::io::stderr().is_terminal(),
+            dim: crate::terminal::stderr_colour(),
             width,
             open: Open::Nothing,
             text_step: None,

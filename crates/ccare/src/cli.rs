@@ -2,11 +2,15 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{ArgGroup, Args, Parser, Subcommand};
 
 /// context-care: a runtime for LLM agents that takes care of the context lifecycle.
+///
+/// A command whose output pipe closes (`ccare … | head -1`) stops quietly and exits
+/// 0; a running turn is cancelled and logged first. Logs on stderr are coloured only
+/// on a terminal and never with NO_COLOR set.
 #[derive(Debug, Parser)]
-#[command(name = "ccare", version, about)]
+#[command(name = "ccare", version)]
 pub(crate) struct Cli {
     /// Data directory (default: $CCARE_HOME, else ./.ccare).
     #[arg(long, global = true, value_name = "DIR")]
@@ -25,7 +29,8 @@ pub(crate) enum Command {
     /// List, inspect, export, import and fork sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
-    /// Create a small offline session to look at (a placeholder until the agent loop lands).
+    /// An offline showcase: a scripted model on the real agent loop with context care
+    /// and stream watch, in a new session you can then inspect.
     Demo,
     /// Send one prompt, run the agent until idle, print the answer.
     Run(RunArgs),
@@ -36,7 +41,7 @@ pub(crate) enum Command {
     TimeContext(TimeContextCommand),
     /// List the configured routes and their context windows.
     Models(ModelsArgs),
-    /// Context care: how loaded a session is.
+    /// Context care: how loaded a session is and what maintenance did.
     #[command(subcommand)]
     Context(ContextCommand),
     /// Stream watch: try its triggers on recorded streams.
@@ -48,7 +53,9 @@ pub(crate) enum Command {
 pub(crate) enum WatchCommand {
     /// Runs the stream watch over a recorded stream (one delta per line:
     /// `{"kind": "text"|"reasoning", "text": "..."}`) and prints each decision with its
-    /// offset, using the triggers of `[plugins.stream-watch]` (or the defaults).
+    /// line and offset, using the triggers of `[plugins.stream-watch]` (or the
+    /// defaults). The file is read line by line, so its size does not matter; no model
+    /// is called.
     Replay(ReplayArgs),
 }
 
@@ -66,7 +73,7 @@ pub(crate) enum ContextCommand {
     /// A fresh sample of what the session's next request would cost (appends nothing).
     Status(ContextStatusArgs),
     /// The session's maintenance actions (prune, summary, deep rest) from the journal.
-    Actions(ContextStatusArgs),
+    Actions(ContextActionsArgs),
     /// What one action replaced: the shadowed events, the checkpoint, before/after input.
     Diff(ContextDiffArgs),
 }
@@ -79,6 +86,16 @@ pub(crate) struct ContextDiffArgs {
     /// The operation id (see `ccare context actions`).
     #[arg(long, value_name = "OPID")]
     pub(crate) op: String,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ContextActionsArgs {
+    /// The session.
+    #[arg(long, value_name = "ID")]
+    pub(crate) session: String,
+    /// Print one JSON object per action.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -95,10 +112,14 @@ pub(crate) struct ContextStatusArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("input").required(true).args(["prompt", "prompt_file"])))]
 pub(crate) struct RunArgs {
-    /// The prompt.
-    #[arg(long)]
-    pub(crate) prompt: String,
+    /// The prompt; `-` reads it from stdin to the end (UTF-8).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) prompt: Option<String>,
+    /// Read the prompt from FILE (UTF-8), for prompts longer than one argument may be.
+    #[arg(long = "prompt-file", value_name = "FILE")]
+    pub(crate) prompt_file: Option<PathBuf>,
     /// The model, `<provider>/<model>` (default: [agent] model).
     #[arg(long, value_name = "PROVIDER/MODEL")]
     pub(crate) model: Option<String>,

@@ -134,8 +134,14 @@ async fn turn(agent: &Agent, prompt: &str) -> Result<(), Failure> {
         tokio::select! {
             biased;
             received = live.recv() => {
-                if let Ok(chunk) = received {
-                    printer.show(&chunk).map_err(Failure::failed)?;
+                if let Ok(chunk) = received
+                    && let Err(error) = printer.show(&chunk)
+                {
+                    // Nobody reads the demo any more (`ccare demo | head`): end the
+                    // turn cleanly in the log, then stop quietly.
+                    agent.cancel(ccare_agent::CancelCause::User, false).await;
+                    agent.when_idle().await;
+                    return Err(Failure::failed(error));
                 }
             }
             reason = &mut idle => break reason,
@@ -190,7 +196,12 @@ pub(crate) async fn run(home: &Home) -> Result<(), Failure> {
     meta.insert("title".to_owned(), serde_json::json!("ccare demo"));
     let session = host.sessions().create(None, meta).await?;
     let id = session.id().clone();
-    println!("ccare demo — scripted model, real agent loop, session {id}");
+    let mut out = std::io::stdout();
+    writeln!(
+        out,
+        "ccare demo — scripted model, real agent loop, session {id}"
+    )
+    .map_err(Failure::failed)?;
 
     let first = agent(&host, session.clone());
     turn(&first, PROMPTS[0]).await?;
@@ -199,7 +210,11 @@ pub(crate) async fn run(home: &Home) -> Result<(), Failure> {
     drop(first);
     host.sessions().close(&id).await?;
 
-    println!("\n(the agent stops; the session is reopened from the store and resumed)");
+    writeln!(
+        out,
+        "\n(the agent stops; the session is reopened from the store and resumed)"
+    )
+    .map_err(Failure::failed)?;
     let reopened = host.sessions().open(&id).await?;
     let second = agent(&host, reopened.clone());
     turn(&second, PROMPTS[2]).await?;
@@ -211,9 +226,9 @@ pub(crate) async fn run(home: &Home) -> Result<(), Failure> {
         })
     });
     if stopped {
-        println!(
+        writeln!(out,
             "\n(stream-watch stopped the repeating list mid-generation, kept what it had written, and resumed the work)"
-        );
+        ).map_err(Failure::failed)?;
     }
     turn(&second, PROMPTS[4]).await?;
     reopened.flush().await.map_err(Failure::failed)?;
@@ -222,30 +237,40 @@ pub(crate) async fn run(home: &Home) -> Result<(), Failure> {
             .iter()
             .filter(|action| action.data["outcome"] == "committed")
         {
-            println!(
+            writeln!(out,
                 "\n(context care summarized the earlier turns into a checkpoint at the model's request: the next request's input went from {} to {} tokens; operation {})",
                 action.data["beforeInput"],
                 action.data["afterInput"],
                 action.operation_id()
-            );
+            ).map_err(Failure::failed)?;
         }
     }
 
     let note = home.dir.join("demo-workspace/notes/context.md");
-    println!(
+    writeln!(
+        out,
         "\n{} events logged. The file the model wrote: {}",
         reopened.head(),
         note.display()
-    );
+    )
+    .map_err(Failure::failed)?;
     if let Some(Ok(report)) = care.report(&reopened).await {
-        println!("\nContext care, the next request (levels for the model, numbers for you):");
+        writeln!(
+            out,
+            "\nContext care, the next request (levels for the model, numbers for you):"
+        )
+        .map_err(Failure::failed)?;
         for line in ccare_care::report::render_report(&report) {
-            println!("  {line}");
+            writeln!(out, "  {line}").map_err(Failure::failed)?;
         }
     }
-    println!("Look closer: ccare sessions show {id}    (or: ccare sessions export {id})");
-    println!(
+    writeln!(
+        out,
+        "Look closer: ccare sessions show {id}    (or: ccare sessions export {id})"
+    )
+    .map_err(Failure::failed)?;
+    writeln!(out,
         "             ccare context actions --session {id}    (then: ccare context diff --session {id} --op OPERATION)"
-    );
+    ).map_err(Failure::failed)?;
     Ok(())
 }

@@ -2,7 +2,9 @@
 //!
 //! Glue only: it parses arguments, opens the store under `$CCARE_HOME`, calls the
 //! session engine and prints. Exit codes: 0 ok, 1 failed, 2 bad usage or bad input
-//! (unknown session, malformed file), with the error on stderr.
+//! (unknown session, malformed file), with the error on stderr. A closed stdout
+//! (`ccare … | head -1`) is not a failure: every write is fallible (no `println!`,
+//! which panics), and a broken pipe ends the command quietly with 0, as ripgrep does.
 
 mod boot;
 mod chat_cmd;
@@ -13,10 +15,13 @@ mod demo;
 mod home;
 mod llm_cmd;
 mod output;
+mod prompt_input;
 mod run_cmd;
 mod sessions_cmd;
+mod terminal;
 mod watch_cmd;
 
+use std::io::Write as _;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -72,6 +77,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(terminal::stderr_colour())
         .init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -89,13 +95,14 @@ fn main() -> ExitCode {
             Command::Sessions(command) => sessions_cmd::run(&home, command).await,
             Command::Demo => demo::run(&home).await,
             Command::Run(args) => {
+                let prompt = prompt_input::resolve(args.prompt, args.prompt_file.as_deref())?;
                 let overrides = config::Overrides {
                     model: args.model,
                     provider: args.provider,
                 };
                 let settings = load_settings(cli.config.as_deref(), &home, &overrides)?;
                 let booted = boot::boot(&settings, &home)?;
-                run_cmd::run(&booted, args.prompt, args.session.as_deref(), args.json).await
+                run_cmd::run(&booted, prompt, args.session.as_deref(), args.json).await
             }
             Command::Chat(args) => {
                 let overrides = config::Overrides {
@@ -121,8 +128,10 @@ fn main() -> ExitCode {
                     args.baseline_ms,
                 )
                 .map_err(|error| Failure::bad_input(anyhow::anyhow!(error)))?;
-                println!("{reading}");
-                Ok(())
+                let mut stdout = std::io::stdout().lock();
+                writeln!(stdout, "{reading}")
+                    .and_then(|()| stdout.flush())
+                    .map_err(Failure::failed)
             }
             Command::Context(cli::ContextCommand::Status(args)) => {
                 let overrides = config::Overrides {
@@ -134,23 +143,17 @@ fn main() -> ExitCode {
                 context_cmd::status(&booted, &args.session, args.json).await
             }
             Command::Context(cli::ContextCommand::Actions(args)) => {
-                let overrides = config::Overrides {
-                    model: args.model,
-                    provider: None,
-                };
-                let settings = load_settings(cli.config.as_deref(), &home, &overrides)?;
+                let settings = quiet_settings(cli.config.as_deref(), &home)?;
                 let booted = boot::boot(&settings, &home)?;
                 context_cmd::actions(&booted, &args.session, args.json).await
             }
             Command::Context(cli::ContextCommand::Diff(args)) => {
-                let settings =
-                    load_settings(cli.config.as_deref(), &home, &config::Overrides::default())?;
+                let settings = quiet_settings(cli.config.as_deref(), &home)?;
                 let booted = boot::boot(&settings, &home)?;
                 context_cmd::diff(&booted, &args.session, &args.op).await
             }
             Command::Watch(cli::WatchCommand::Replay(args)) => {
-                let settings =
-                    load_settings(cli.config.as_deref(), &home, &config::Overrides::default())?;
+                let settings = quiet_settings(cli.config.as_deref(), &home)?;
                 watch_cmd::replay(&settings, &args.file, args.json)
             }
             Command::Models(args) => {
@@ -183,6 +186,19 @@ fn load_settings(
         eprintln!("note: {notice}");
     }
     Ok(settings)
+}
+
+/// The settings for a command that calls no model (`watch replay`, `context actions`,
+/// `context diff`): the provider notice (no API key, the scripted demo) would be
+/// noise there, so it is not printed.
+fn quiet_settings(
+    flag: Option<&std::path::Path>,
+    home: &home::Home,
+) -> Result<config::Settings, Failure> {
+    config::load(flag, &home.dir, &config::Overrides::default(), &|name| {
+        std::env::var(name).ok()
+    })
+    .map_err(Failure::bad_input)
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

@@ -6,6 +6,10 @@
 //! created and its id printed on stderr. The exit code is the status of the last turn
 //! that ended before idle: completed 0, max-tokens 0 with a warning, error / blocked /
 //! aborted / interrupted 1 with the reason on stderr, Ctrl-C 130.
+//!
+//! When stdout stops taking the answer (the reader of a pipe left: `ccare run … |
+//! head -1`), the turn is cancelled as if by the user, the log is flushed so the turn
+//! ends cleanly, and the command exits quietly with 0 (the broken pipe reaches `main`).
 
 use std::io::Write as _;
 
@@ -40,12 +44,19 @@ pub(crate) async fn run(
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
     let mut interrupted = false;
+    // The first failed write to stdout: nothing more is printed, the turn is cancelled.
+    let mut write_failed: Option<std::io::Error> = None;
     let reason = loop {
         tokio::select! {
             biased;
             received = live.recv() => {
-                if let Ok(live) = received && !json {
-                    text.print(&live).map_err(Failure::failed)?;
+                if let Ok(live) = received
+                    && !json
+                    && write_failed.is_none()
+                    && let Err(error) = text.print(&live)
+                {
+                    write_failed = Some(error);
+                    agent.cancel(CancelCause::User, false).await;
                 }
             }
             reason = &mut idle => break reason,
@@ -57,13 +68,16 @@ pub(crate) async fn run(
             }
         }
     };
+    let _ = session.flush().await;
+    if let Some(error) = write_failed {
+        return Err(Failure::failed(error));
+    }
     while let Ok(live) = live.try_recv() {
         if !json {
             text.print(&live).map_err(Failure::failed)?;
         }
     }
     text.finish().map_err(Failure::failed)?;
-    let _ = session.flush().await;
     if json {
         let mut stdout = std::io::stdout().lock();
         let events: Vec<String> = session.with_log(|log| {
@@ -116,7 +130,9 @@ impl TextPrinter {
 
     fn finish(&self) -> std::io::Result<()> {
         if self.last_step.is_some() && !self.ends_with_newline {
-            println!();
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(b"\n")?;
+            stdout.flush()?;
         }
         Ok(())
     }
@@ -132,7 +148,10 @@ pub(crate) fn exit_for(reason: Option<TurnEndReason>) -> Result<(), Failure> {
         }
         Some(TurnEndReason::Error { failure }) => {
             if let Ok(llm) = serde_json::from_value::<ccare_llm::LlmFailure>(failure.clone()) {
-                return Err(Failure::failed(anyhow::anyhow!("{llm}")));
+                return Err(Failure::failed(anyhow::anyhow!(
+                    "{}",
+                    crate::output::failure_text(&llm)
+                )));
             }
             let code = failure
                 .get("code")

@@ -64,7 +64,19 @@ pub(crate) async fn run(home: &Home, command: SessionsCommand) -> Result<(), Fai
                         .with_context(|| format!("cannot write {}", path.display()))
                         .map_err(Failure::failed)?;
                 }
-                None => sessions.export(&id, stdout).await?,
+                None => {
+                    // The session layer reports write errors as text: remember the
+                    // io error itself, so a closed stdout still ends quietly.
+                    let mut out = Remembering {
+                        inner: stdout,
+                        error: None,
+                    };
+                    let exported = sessions.export(&id, &mut out).await;
+                    if let Some(error) = out.error {
+                        return Err(Failure::failed(error));
+                    }
+                    exported?;
+                }
             }
         }
         SessionsCommand::Import(args) => {
@@ -165,6 +177,34 @@ fn read_input(path: &std::path::Path) -> Result<Vec<u8>, Failure> {
     std::fs::read(path)
         .with_context(|| format!("cannot read {}", path.display()))
         .map_err(Failure::bad_input)
+}
+
+/// A writer that keeps the first io error it passed on.
+struct Remembering<'a> {
+    inner: &'a mut dyn Write,
+    error: Option<std::io::Error>,
+}
+
+impl Remembering<'_> {
+    fn keep<T>(&mut self, result: std::io::Result<T>) -> std::io::Result<T> {
+        result.map_err(|error| {
+            let copy = std::io::Error::new(error.kind(), error.to_string());
+            self.error.get_or_insert(error);
+            copy
+        })
+    }
+}
+
+impl Write for Remembering<'_> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        let result = self.inner.write(bytes);
+        self.keep(result)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let result = self.inner.flush();
+        self.keep(result)
+    }
 }
 
 fn print_json(out: &mut dyn Write, value: &Value) -> Result<(), Failure> {

@@ -1,7 +1,11 @@
 //! `ccare watch replay`: the stream watch over a recorded stream, so thresholds can be
 //! tuned on real transcripts without running a model.
+//!
+//! The file is read one line at a time and each decision is printed when its line is
+//! read, so memory stays flat however long the recording is (and a FIFO being written
+//! is followed as it grows).
 
-use std::io::Write as _;
+use std::io::{BufRead as _, Write as _};
 use std::path::Path;
 
 use ccare_watch::engine::{Frame, StreamWatch, Triggers};
@@ -32,19 +36,38 @@ fn triggers(settings: &Settings) -> Result<Triggers, Failure> {
 /// naming it).
 pub(crate) fn replay(settings: &Settings, file: &Path, json_output: bool) -> Result<(), Failure> {
     let triggers = triggers(settings)?;
-    let body = std::fs::read_to_string(file)
+    let opened = std::fs::File::open(file)
         .map_err(|error| Failure::bad_input(anyhow::anyhow!("{}: {error}", file.display())))?;
+    let mut input = std::io::BufReader::with_capacity(64 * 1024, opened);
     let mut watch = StreamWatch::new(triggers);
     watch.observe(Frame::Start);
     let mut stdout = std::io::stdout().lock();
     let (mut offset, mut deltas, mut decisions) = (0usize, 0usize, 0usize);
-    for (index, line) in body.lines().enumerate() {
-        let number = index + 1;
+    let mut bytes = Vec::new();
+    let mut number = 0usize;
+    loop {
+        bytes.clear();
+        number += 1;
+        let bad =
+            |why: &str| Failure::bad_input(anyhow::anyhow!("{}:{number}: {why}", file.display()));
+        let read = input
+            .read_until(b'\n', &mut bytes)
+            .map_err(|error| bad(&error.to_string()))?;
+        if read == 0 {
+            break;
+        }
+        let line = std::str::from_utf8(&bytes)
+            .map_err(|error| {
+                bad(&format!(
+                    "not valid UTF-8 (invalid byte at offset {} of the line)",
+                    error.valid_up_to()
+                ))
+            })?
+            .trim_end_matches('\n')
+            .trim_end_matches('\r');
         if line.trim().is_empty() {
             continue;
         }
-        let bad =
-            |why: &str| Failure::bad_input(anyhow::anyhow!("{}:{number}: {why}", file.display()));
         let value: Value = serde_json::from_str(line).map_err(|error| bad(&error.to_string()))?;
         let text = value
             .get("text")

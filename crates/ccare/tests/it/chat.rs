@@ -13,7 +13,7 @@ use ccare_fake_openai::{FakeServer, Reply, Script};
 use serde_json::Value;
 
 /// The binary with no ambient configuration: no keys, no `$CCARE_*`.
-fn ccare_command(dir: &Path) -> Command {
+pub(crate) fn ccare_command(dir: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ccare"));
     command
         .current_dir(dir)
@@ -201,6 +201,15 @@ impl Tmux {
         text(
             &self
                 .run(&["capture-pane", "-p", "-t", &self.session])
+                .stdout,
+        )
+    }
+
+    /// The pane with its styles as escape sequences (`capture-pane -e`).
+    fn capture_styled(&self) -> String {
+        text(
+            &self
+                .run(&["capture-pane", "-p", "-e", "-t", &self.session])
                 .stdout,
         )
     }
@@ -463,5 +472,70 @@ fn cc_met_5_status_shows_a_fresh_context_sample_with_percentages_and_levels() {
             .filter(|line| *line == "(sampled now; nothing was appended to the session)")
             .count(),
         2
+    );
+}
+
+/// Issue 18 item 18: on a terminal, logs are coloured and reasoning is dimmed unless
+/// `NO_COLOR` is set (to anything but the empty string).
+#[tokio::test(flavor = "multi_thread")]
+async fn no_color_turns_off_log_colours_and_dimmed_reasoning_on_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("r.jsonl"),
+        "{\"reasoning\": \"thinking hard\", \"text\": \"done\"}\n",
+    )
+    .unwrap();
+    let binary = shell_quote(env!("CARGO_BIN_EXE_ccare"));
+    let script = format!(
+        "cd {dir}; for nc in '' 1; do echo \"== NO_COLOR=$nc\"; printf 'hi\\n' | \
+         env -u OPENAI_API_KEY -u DEEPSEEK_API_KEY -u CCARE_CONFIG -u CCARE_HOME \
+         NO_COLOR=$nc CCARE_LOG=debug {binary} --home home chat --provider script:r.jsonl; \
+         done; echo '== end'; sleep 60",
+        dir = shell_quote(&dir.path().display().to_string()),
+    );
+    let tmux = Tmux {
+        socket: dir.path().join("tmux.sock"),
+        session: format!("ccare-colour-{}", std::process::id()),
+    };
+    let started = tmux.run(&[
+        "new-session",
+        "-d",
+        "-x",
+        "200",
+        "-y",
+        "50",
+        "-s",
+        &tmux.session,
+        &format!("sh -c {}", shell_quote(&script)),
+    ]);
+    assert!(started.status.success(), "{}", text(&started.stderr));
+    tmux.wait_for("both runs", |screen| screen.contains("== end"))
+        .await;
+    let screen = tmux.capture_styled();
+    let coloured = screen
+        .split("== NO_COLOR=\n")
+        .nth(1)
+        .and_then(|rest| rest.split("== NO_COLOR=1").next())
+        .unwrap_or_default();
+    let plain = screen
+        .split("== NO_COLOR=1")
+        .nth(1)
+        .and_then(|rest| rest.split("== end").next())
+        .unwrap_or_default();
+    for part in [coloured, plain] {
+        assert!(part.contains("sqlite store opened"), "{screen:?}");
+        assert!(part.contains("thinking hard"), "{screen:?}");
+    }
+    assert!(
+        coloured.contains("\x1b[2mthinking hard"),
+        "a terminal without NO_COLOR dims the reasoning: {coloured:?}"
+    );
+    assert!(
+        coloured.contains("\x1b[34mDEBUG"),
+        "a terminal without NO_COLOR colours the log: {coloured:?}"
+    );
+    assert!(
+        !plain.contains('\x1b'),
+        "NO_COLOR=1 leaves no escape code: {plain:?}"
     );
 }

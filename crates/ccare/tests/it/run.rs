@@ -520,3 +520,154 @@ fn sw_9_run_waits_for_the_resumed_turn_after_an_output_loop_is_stopped() {
     );
     assert!(stdout.trim_end().ends_with("Back on track."), "{stdout}");
 }
+
+/// `ccare --home home run ARGS` in `dir` with `input` on stdin.
+fn run_with_stdin(dir: &Path, args: &[&str], input: &[u8]) -> Output {
+    use std::io::Write as _;
+    let mut child = crate::chat::ccare_command(dir)
+        .args(["--home", "home", "run"])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    // Written from a thread: the child may answer before it has read everything.
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    output
+}
+
+/// The text of the first `user/message` among `--json` events.
+fn prompt_sent(output: &Output) -> String {
+    text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).unwrap())
+        .find(|event| event["type"] == "user/message")
+        .and_then(|event| {
+            event["data"]["message"]["content"][0]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .unwrap()
+}
+
+#[test]
+fn run_reads_a_prompt_over_128_kib_from_stdin_or_a_file_and_refuses_bad_utf8() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path();
+    std::fs::write(
+        path.join("ccare.toml"),
+        "[agent]\nmodel = \"s/m\"\n[providers.s]\nkind = \"script\"\nscript = \"ok.jsonl\"\n[models.\"s/m\"]\ncontext_window = 1000000\nmax_output_tokens = 1024\n",
+    )
+    .unwrap();
+    std::fs::write(path.join("ok.jsonl"), "{\"text\": \"read it\"}\n".repeat(2)).unwrap();
+    // Over Linux's 128 KiB cap on one argument, with multi-byte characters and the
+    // final newline kept as given.
+    let prompt: String = (0..4000)
+        .map(|n| format!("第 {n} 行: the quick brown fox\n"))
+        .collect();
+    assert!(prompt.len() > 128 * 1024);
+
+    let from_stdin = run_with_stdin(path, &["--prompt", "-", "--json"], prompt.as_bytes());
+    assert_eq!(
+        from_stdin.status.code(),
+        Some(0),
+        "{}",
+        text(&from_stdin.stderr)
+    );
+    let sent = prompt_sent(&from_stdin);
+    assert!(
+        sent == prompt,
+        "from_stdin: {} bytes sent, {} given; starts {:?}",
+        sent.len(),
+        prompt.len(),
+        sent.chars().take(40).collect::<String>()
+    );
+
+    std::fs::write(path.join("prompt.txt"), &prompt).unwrap();
+    let from_file = run_with_stdin(path, &["--prompt-file", "prompt.txt", "--json"], b"");
+    assert_eq!(
+        from_file.status.code(),
+        Some(0),
+        "{}",
+        text(&from_file.stderr)
+    );
+    let sent = prompt_sent(&from_file);
+    assert!(
+        sent == prompt,
+        "from_file: {} bytes sent, {} given; starts {:?}",
+        sent.len(),
+        prompt.len(),
+        sent.chars().take(40).collect::<String>()
+    );
+
+    // Not UTF-8: exit 2 naming the source and the byte offset; nothing is sent.
+    let bad = b"caf\xc3\xa9 \xff!";
+    std::fs::write(path.join("bad.txt"), bad).unwrap();
+    let output = run_with_stdin(path, &["--prompt-file", "bad.txt"], b"");
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        text(&output.stderr),
+        "error: --prompt-file bad.txt: not valid UTF-8 (invalid byte at offset 6)\n"
+    );
+    let output = run_with_stdin(path, &["--prompt", "-"], bad);
+    assert_eq!(output.status.code(), Some(2));
+    assert_eq!(
+        text(&output.stderr),
+        "error: --prompt -: stdin is not valid UTF-8 (invalid byte at offset 6)\n"
+    );
+    let output = run_with_stdin(path, &["--prompt-file", "missing.txt"], b"");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        text(&output.stderr).starts_with("error: --prompt-file missing.txt: cannot read it: "),
+        "{}",
+        text(&output.stderr)
+    );
+    // One prompt source, and one is needed.
+    let output = run_with_stdin(path, &["--prompt", "x", "--prompt-file", "prompt.txt"], b"");
+    assert_eq!(output.status.code(), Some(2));
+    let output = run_with_stdin(path, &[], b"");
+    assert_eq!(output.status.code(), Some(2));
+    let list: serde_json::Value = serde_json::from_slice(
+        &crate::chat::ccare_command(path)
+            .args(["--home", "home", "sessions", "list", "--json"])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        2,
+        "a refused prompt creates no session"
+    );
+}
+
+#[test]
+fn logs_written_to_a_pipe_or_with_no_color_carry_no_colour_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    for no_color in [None, Some("1")] {
+        let mut command = crate::chat::ccare_command(dir.path());
+        command
+            .args(["--home", "home", "sessions", "list"])
+            .env("CCARE_LOG", "debug");
+        match no_color {
+            Some(value) => command.env("NO_COLOR", value),
+            None => command.env_remove("NO_COLOR"),
+        };
+        let output = command.output().unwrap();
+        assert_eq!(output.status.code(), Some(0));
+        let stderr = text(&output.stderr);
+        assert!(
+            stderr.contains(" DEBUG ccare_store::sqlite: sqlite store opened"),
+            "{stderr:?}"
+        );
+        assert!(!stderr.contains('\x1b'), "{stderr:?}");
+    }
+}

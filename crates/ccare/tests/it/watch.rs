@@ -238,3 +238,83 @@ fn watch_replay_prints_each_decision_with_its_offset_and_honours_overrides() {
         text(&bad.stderr)
     );
 }
+
+/// Peak resident memory of a running process, in KiB (`VmHWM`).
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn watch_replay_streams_its_input_line_by_line_with_flat_memory_and_no_provider_notice() {
+    use std::io::{BufRead as _, Write as _};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("live.jsonl");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let mut child = crate::chat::ccare_command(dir.path())
+        .args(["watch", "replay", "live.jsonl", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (lines_tx, lines) = mpsc::channel::<String>();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if lines_tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut input = std::fs::OpenOptions::new().write(true).open(&fifo).unwrap();
+    // A decision is printed as soon as its line is read, while the input is still open.
+    writeln!(input, r#"{{"kind": "reasoning", "text": "嗯，时间"}}"#).unwrap();
+    writeln!(input, r#"{{"kind": "reasoning", "text": "不够"}}"#).unwrap();
+    input.flush().unwrap();
+    let first = lines
+        .recv_timeout(Duration::from_secs(30))
+        .expect("a decision before the input ended");
+    let first: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(first["trigger"], "time-anxiety");
+    assert_eq!(first["line"], 2);
+    // 64 MiB more through the pipe: memory stays flat, far below what was sent.
+    let line = format!(
+        "{}\n",
+        serde_json::json!({"kind": "text", "text": format!("{} varied prose, ", "x".repeat(200))})
+    );
+    let mut sent = 0usize;
+    let mut n = 0u64;
+    while sent < 64 << 20 {
+        let numbered = line.replacen("varied", &format!("varied {n}"), 1);
+        input.write_all(numbered.as_bytes()).unwrap();
+        sent += numbered.len();
+        n += 1;
+    }
+    input.flush().unwrap();
+    // The write end is still open: `ccare` holds nothing of the tail yet to be sent.
+    std::thread::sleep(Duration::from_millis(200));
+    let peak = peak_rss_kib(pid);
+    drop(input);
+    let output = child.wait_with_output().unwrap();
+    reader.join().unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(
+        peak < 40 * 1024,
+        "peak RSS {peak} KiB after {sent} bytes streamed"
+    );
+    // Replay uses no provider: no notice about API keys or the scripted demo.
+    assert_eq!(stderr, "", "watch replay says nothing on stderr");
+}
