@@ -165,7 +165,11 @@ impl Plugin for Realistic {
         "bench"
     }
 
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         scope.system_section(SystemSection {
             name: "rules".into(),
             order: 0,

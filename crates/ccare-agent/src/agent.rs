@@ -14,7 +14,6 @@ use ccare_core::{Clock, Message, Source};
 use ccare_llm::{CancellationToken, Chunk};
 use ccare_session::Session;
 use parking_lot::Mutex;
-use serde::Serialize;
 use tokio::sync::{broadcast, watch};
 
 use crate::host::Host;
@@ -57,24 +56,9 @@ impl AgentOptions {
     }
 }
 
-/// Why a turn is cancelled (H-CANCEL-1).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum CancelCause {
-    /// The user asked (Ctrl-C, a stop button).
-    User,
-    /// A plugin's hook asked (stream watch).
-    Hook {
-        /// The plugin.
-        plugin: String,
-        /// Why.
-        reason: String,
-    },
-    /// The host is shutting down.
-    Shutdown,
-    /// A deadline passed.
-    Timeout,
-}
+/// Why a turn is cancelled (H-CANCEL-1); defined beside `turn/end`, whose
+/// `aborted{cause}` logs it.
+pub use ccare_core::kinds::CancelCause;
 
 /// A chunk as it streams, for live subscribers (a terminal, the web UI).
 #[derive(Debug, Clone, PartialEq)]
@@ -118,9 +102,9 @@ pub(crate) struct State {
     pub(crate) last_end: Option<TurnEndReason>,
     /// How many turns have ended (cancel waits for the next one).
     pub(crate) turns_ended: u64,
-    /// The last request header and context this agent logged (fingerprints).
+    /// The last request header (its fingerprint) and context this agent logged.
     pub(crate) last_header: Option<String>,
-    pub(crate) last_context: Option<String>,
+    pub(crate) last_context: Option<ccare_core::kinds::RequestContext>,
     /// Which provider wrote each assistant message seq (for reasoning echo).
     pub(crate) origins: HashMap<u64, Option<Arc<str>>>,
 }

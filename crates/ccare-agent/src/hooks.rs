@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use ccare_core::{Clock, LlmFailure, Message};
-use ccare_llm::{CallConfig, CancellationToken, Chunk, Route};
+use ccare_llm::{CallConfig, CancellationToken, Chunk, Purpose, Route};
 use ccare_session::Session;
 
 use crate::tool::BoxFuture;
@@ -303,6 +303,15 @@ pub trait RequestSegment: Send + Sync + 'static {
     fn dispatched(&self, context: &HookContext, call_id: &str);
     /// The call that carried the reservation did not go out or failed.
     fn release(&self, context: &HookContext, call_id: &str);
+
+    /// Whether the segment also serves side requests of `purpose`: calls a plugin
+    /// makes itself through [`crate::SideRequests`] (context care's summaries, purpose
+    /// `compaction`). Conversation requests always run every segment; by default a
+    /// segment serves no side request, so conversation-only messages (output
+    /// feedback, completion notices) never reach a summary.
+    fn serves_side(&self, _purpose: Purpose) -> bool {
+        false
+    }
 }
 
 /// Checks a prepared request just before it would be dispatched; a refusal keeps it

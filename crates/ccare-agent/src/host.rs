@@ -23,6 +23,9 @@ use crate::hooks::{
     BoundaryContributor, Hooks, IdleHook, PreStepHook, Registered, RequestErrorHook, RequestGate,
     RequestHook, RequestSegment, StreamObserver, TurnStoppingHook,
 };
+use crate::mount_error::{MountError, ScopeError};
+use crate::sections::{SectionList, SystemSections};
+use crate::side::SideRequests;
 use crate::tool::Tool;
 use crate::toolbox::Toolbox;
 
@@ -44,8 +47,9 @@ pub trait Plugin: Send + Sync + 'static {
     fn name(&self) -> &str;
 
     /// Validates `config` (the `[plugins.<name>]` table as JSON; an empty object when
-    /// the table is empty) and registers what the plugin needs.
-    fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String>;
+    /// the table is empty) and registers what the plugin needs. A config error is
+    /// [`MountError::Config`]; a refused registration converts with `?`.
+    fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), MountError>;
 }
 
 /// What a plugin can register into while it mounts.
@@ -62,23 +66,16 @@ impl PluginScope<'_> {
     }
 
     /// Registers an event type (plugin types are named `<plugin>/<name>`).
-    pub fn event_type(&mut self, spec: EventTypeSpec) -> Result<(), String> {
-        let registration = self
-            .host
-            .registry
-            .register_event_type(spec)
-            .map_err(|error| error.to_string())?;
+    pub fn event_type(&mut self, spec: EventTypeSpec) -> Result<(), ScopeError> {
+        let registration = self.host.registry.register_event_type(spec)?;
         self.registrations.push(registration);
         Ok(())
     }
 
     /// Registers a tool; a name already taken is an error.
-    pub fn tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), String> {
-        self.host
-            .tools
-            .write()
-            .insert(&self.owner, tool)
-            .map_err(|error| error.to_string())
+    pub fn tool(&mut self, tool: Arc<dyn Tool>) -> Result<(), ScopeError> {
+        self.host.tools.write().insert(&self.owner, tool)?;
+        Ok(())
     }
 
     /// Adds a system-prompt section.
@@ -186,12 +183,8 @@ impl PluginScope<'_> {
     }
 
     /// Registers a projection of session events (H-PROJ).
-    pub fn projection(&mut self, projection: Arc<dyn ErasedProjection>) -> Result<(), String> {
-        let registration = self
-            .host
-            .registry
-            .register_projection(projection)
-            .map_err(|error| error.to_string())?;
+    pub fn projection(&mut self, projection: Arc<dyn ErasedProjection>) -> Result<(), ScopeError> {
+        let registration = self.host.registry.register_projection(projection)?;
         self.registrations.push(registration);
         Ok(())
     }
@@ -231,19 +224,28 @@ impl PluginScope<'_> {
         Arc::clone(&self.host.llm)
     }
 
+    /// A live, read-only view of the host's system-prompt sections (every owner's).
+    pub fn system_sections(&self) -> SystemSections {
+        SystemSections::new(Arc::clone(&self.host.sections))
+    }
+
+    /// A handle for this plugin's own model calls (e.g. context-care's summaries):
+    /// they run the host's request hooks and the segments serving their purpose, as
+    /// registered at the time of each call (MP-3).
+    pub fn side_requests(&self) -> SideRequests {
+        self.host.side_requests()
+    }
+
     /// The host's per-session rule controls (RC-*, CC-CTL), to consult at run time.
     pub fn controls(&self) -> Controls {
         self.host.controls.clone()
     }
 
     /// Registers a controls source owned by this plugin (RC-1); removed on unmount.
-    pub fn control_source(&mut self, mut source: ControlSource) -> Result<(), String> {
+    pub fn control_source(&mut self, mut source: ControlSource) -> Result<(), ScopeError> {
         source.plugin = Some(self.owner.clone());
         let source_id = source.source_id.clone();
-        self.host
-            .controls
-            .register(source)
-            .map_err(|error| error.to_string())?;
+        self.host.controls.register(source)?;
         self.host.control_sources.write().push(Registered {
             owner: self.owner.clone(),
             hook: source_id,
@@ -276,14 +278,14 @@ impl PluginScope<'_> {
 /// A host could not mount a plugin.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HostError {
-    /// The plugin refused its config or could not register; the message is prefixed
+    /// The plugin refused its config or could not register; its error is prefixed
     /// with the plugin name (H-CFG-3).
-    #[error("{plugin}: {message}")]
+    #[error("{plugin}: {error}")]
     Plugin {
         /// The plugin.
         plugin: String,
         /// Why.
-        message: String,
+        error: MountError,
     },
     /// A `[plugins.<name>]` table names no known plugin.
     #[error("plugins.{0}: no such plugin")]
@@ -299,8 +301,9 @@ pub struct Host {
     pub(crate) sessions: Arc<Sessions>,
     pub(crate) registry: Arc<Registry>,
     pub(crate) tools: RwLock<Toolbox>,
-    pub(crate) hooks: RwLock<Hooks>,
-    pub(crate) sections: RwLock<Vec<Registered<SystemSection>>>,
+    /// Shared with every [`crate::SideRequests`] handle, which reads it per call.
+    pub(crate) hooks: Arc<RwLock<Hooks>>,
+    pub(crate) sections: SectionList,
     pub(crate) domains: Domains,
     pub(crate) controls: Controls,
     control_sources: RwLock<Vec<Registered<String>>>,
@@ -328,8 +331,8 @@ impl Host {
             sessions,
             registry,
             tools: RwLock::new(Toolbox::default()),
-            hooks: RwLock::new(Hooks::default()),
-            sections: RwLock::new(Vec::new()),
+            hooks: Arc::new(RwLock::new(Hooks::default())),
+            sections: Arc::new(RwLock::new(Vec::new())),
             domains: Domains::new(Arc::clone(&store)),
             controls: Controls::new(store),
             control_sources: RwLock::new(Vec::new()),
@@ -341,6 +344,12 @@ impl Host {
     /// The LLM layer.
     pub fn llm(&self) -> &Arc<Llm> {
         &self.llm
+    }
+
+    /// A handle for model calls made outside a step's conversation request, shaped by
+    /// the request hooks and segments (see [`SideRequests`]).
+    pub fn side_requests(&self) -> SideRequests {
+        SideRequests::new(Arc::clone(&self.hooks), Arc::clone(&self.llm))
     }
 
     /// The session engine.
@@ -396,11 +405,11 @@ impl Host {
         let outcome = plugin.mount(config, &mut scope);
         let registrations = scope.registrations;
         self.mounted.write().insert(name.clone(), registrations);
-        if let Err(message) = outcome {
+        if let Err(error) = outcome {
             self.unmount(&name);
             return Err(HostError::Plugin {
                 plugin: name,
-                message,
+                error,
             });
         }
         Ok(())
@@ -442,16 +451,10 @@ impl Host {
 
     /// The system prompt: sections by `order` then name, joined by a blank line.
     pub fn system_prompt(&self) -> Option<String> {
-        let mut sections: Vec<SystemSection> = self
-            .sections
-            .read()
-            .iter()
-            .map(|section| section.hook.clone())
-            .collect();
+        let sections = crate::sections::sorted(&self.sections);
         if sections.is_empty() {
             return None;
         }
-        sections.sort_by(|a, b| a.order.cmp(&b.order).then_with(|| a.name.cmp(&b.name)));
         Some(
             sections
                 .into_iter()

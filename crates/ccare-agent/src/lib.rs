@@ -8,6 +8,10 @@
 //!   cause, and a live broadcast of streamed chunks.
 //! - `turn.rs` is the step machine (read it first); `dispatch.rs` runs tool calls;
 //!   `request.rs` builds requests from the log and logs their headers.
+//! - [`SideRequests`] lets a plugin make its own model calls (summaries) through the
+//!   same request hooks and segments.
+//! - [`instructions`] installs the agent's own instructions (base prompt, configured
+//!   text, the workspace's `AGENTS.md`) as the first system-prompt sections.
 //! - [`tools`] holds the built-in tools (files confined to the workspace, session search).
 
 #![deny(missing_docs)]
@@ -19,7 +23,11 @@ pub mod domains;
 mod hooks;
 mod host;
 mod inbox;
+pub mod instructions;
+mod mount_error;
 mod request;
+mod sections;
+mod side;
 mod tool;
 mod toolbox;
 pub mod tools;
@@ -34,6 +42,10 @@ pub use hooks::{
 };
 pub use host::{Host, HostError, Plugin, PluginScope, SystemSection};
 pub use inbox::{Entry, Target};
+pub use instructions::{InstalledInstructions, InstructionsConfig, InstructionsError};
+pub use mount_error::{MountError, ScopeError};
+pub use sections::SystemSections;
+pub use side::{SideCall, SideDelivery, SideRequestError, SideRequests};
 pub use tool::{
     BoxFuture, Concurrency, Injector, Tool, ToolContext, ToolDef, ToolFailure, ToolOutcome,
 };

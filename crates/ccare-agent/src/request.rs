@@ -3,13 +3,16 @@
 
 use std::sync::Arc;
 
-use ccare_core::kinds::{ASSISTANT_MESSAGE, REQUEST_CONTEXT, REQUEST_HEADER};
-use ccare_core::{EventDraft, Role};
+use ccare_core::Role;
+use ccare_core::kinds::{
+    ASSISTANT_MESSAGE, AdapterDefaults, AssistantMessage, HeaderBody, HeaderExt, HeaderReason,
+    REQUEST_CONTEXT, REQUEST_HEADER, ReplacedMessage, RequestConfig, RequestContext, RequestDelta,
+    RequestEnvelope, RequestHeader, RequestOnly, RequestTool, SeriesConfig, SeriesHeader,
+};
 use ccare_llm::{CallConfig, PreparedCall, Purpose, RequestMessage};
-use serde_json::{Value, json};
 
 use crate::agent::Agent;
-use crate::turn::{StepResult, append, json_object};
+use crate::turn::{StepResult, append, typed};
 
 /// The call for the next step: the agent's options, the host's system prompt and
 /// tools, and the session's derived view.
@@ -55,15 +58,8 @@ pub(crate) fn build_call(agent: &Agent) -> CallConfig {
                 .session
                 .event_at(seq)
                 .filter(|event| event.kind() == ASSISTANT_MESSAGE)
-                .and_then(|event| {
-                    serde_json::from_str::<Value>(event.data_json())
-                        .ok()
-                        .and_then(|data| {
-                            data.get("provider")
-                                .and_then(Value::as_str)
-                                .map(Arc::<str>::from)
-                        })
-                });
+                .and_then(|event| event.decode::<AssistantMessage>().ok())
+                .map(|message| Arc::<str>::from(message.provider));
             found.push((index, seq, provider));
         }
         let mut state = agent.inner.state.lock();
@@ -91,26 +87,35 @@ pub(crate) fn build_call(agent: &Agent) -> CallConfig {
 /// `request/context` when the route's provider, model or window changed.
 pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> {
     let config = &call.config;
-    let header = json!({
-        "config": {
-            "provider": call.route.provider,
-            "model": call.route.model,
-            "max_tokens": config.max_tokens,
-            "temperature": config.temperature,
-            "reasoning_effort": config.reasoning_effort,
-            "purpose": config.purpose.as_str(),
+    let envelope = RequestEnvelope {
+        config: RequestConfig {
+            provider: call.route.provider.clone(),
+            model: call.route.model.clone(),
+            max_tokens: config.max_tokens,
+            temperature: config.temperature,
+            reasoning_effort: config.reasoning_effort.clone(),
+            purpose: config.purpose.as_str().to_owned(),
         },
-        "system": config.system,
-        "tools": config.tools,
-        "adapter_defaults": {"max_output_tokens": call.route.max_output_tokens},
-    });
-    let fingerprint = header.to_string();
-    let context = json!({
-        "provider": call.route.provider,
-        "model": call.route.model,
-        "context_window": call.route.context_window,
-    });
-    let context_fingerprint = context.to_string();
+        system: config.system.clone(),
+        tools: config
+            .tools
+            .iter()
+            .map(|tool| RequestTool {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                input_schema: tool.input_schema.clone(),
+            })
+            .collect(),
+        adapter_defaults: AdapterDefaults {
+            max_output_tokens: call.route.max_output_tokens,
+        },
+    };
+    let fingerprint = serde_json::to_string(&envelope).unwrap_or_default();
+    let context = RequestContext {
+        provider: call.route.provider.clone(),
+        model: call.route.model.clone(),
+        context_window: call.route.context_window,
+    };
     let (write_header, reason, write_context) = {
         let state = agent.inner.state.lock();
         let reason = match &state.last_header {
@@ -119,37 +124,39 @@ pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> 
                     .inner
                     .session
                     .with_log(|log| log.last_of_kind(REQUEST_HEADER).is_some());
-                if logged_before { "resume" } else { "initial" }
+                if logged_before {
+                    HeaderReason::Resume
+                } else {
+                    HeaderReason::Initial
+                }
             }
-            Some(_) => "change",
+            Some(_) => HeaderReason::Change,
         };
         let write_header = state.last_header.as_deref() != Some(fingerprint.as_str());
-        let write_context = state.last_context.as_deref() != Some(context_fingerprint.as_str())
+        let write_context = state.last_context.as_ref() != Some(&context)
             && agent.inner.session.with_log(|log| {
                 log.last_of_kind(REQUEST_CONTEXT)
-                    .and_then(|event| serde_json::from_str::<Value>(event.data_json()).ok())
-                    .is_none_or(|data| data != context)
+                    .and_then(|event| event.decode::<RequestContext>().ok())
+                    .is_none_or(|logged| logged != context)
             });
         (write_header, reason, write_context)
     };
     if write_header {
         append(
             agent,
-            EventDraft::new(
-                REQUEST_HEADER,
-                json_object(json!({"header": header, "reason": reason})),
-            ),
+            typed(&RequestHeader {
+                header: HeaderBody::Envelope(envelope),
+                reason,
+                ext: None,
+            })?,
         )?;
     }
     if write_context {
-        append(
-            agent,
-            EventDraft::new(REQUEST_CONTEXT, json_object(context)),
-        )?;
+        append(agent, typed(&context)?)?;
     }
     let mut state = agent.inner.state.lock();
     state.last_header = Some(fingerprint);
-    state.last_context = Some(context_fingerprint);
+    state.last_context = Some(context);
     Ok(())
 }
 
@@ -174,31 +181,39 @@ pub(crate) fn log_delta(
     if replaced.is_none() && segments.is_empty() {
         return Ok(());
     }
-    let mut delta = serde_json::Map::new();
-    if let Some(messages) = replaced {
-        let encoded: Vec<Value> = messages
-            .iter()
-            .map(|message| json!({"role": message.role, "message": &*message.message}))
-            .collect();
-        delta.insert("replace_messages".to_owned(), Value::Array(encoded));
-    }
-    if !segments.is_empty() {
-        let encoded: Vec<Value> = segments
-            .iter()
-            .map(|(plugin, messages)| json!({"plugin": plugin, "messages": messages}))
-            .collect();
-        delta.insert("append_request_only".to_owned(), Value::Array(encoded));
-    }
+    let delta = RequestDelta {
+        replace_messages: replaced.map(|messages| {
+            messages
+                .iter()
+                .map(|message| ReplacedMessage {
+                    role: message.role,
+                    message: (*message.message).clone(),
+                })
+                .collect()
+        }),
+        append_request_only: (!segments.is_empty()).then(|| {
+            segments
+                .iter()
+                .map(|(plugin, messages)| RequestOnly {
+                    plugin: plugin.clone(),
+                    messages: messages.clone(),
+                })
+                .collect()
+        }),
+    };
     append(
         agent,
-        EventDraft::new(
-            REQUEST_HEADER,
-            json_object(json!({
-                "header": {"config": {"call_id": call.call_id}},
-                "reason": "series",
-                "ext": {"request_delta": Value::Object(delta)},
-            })),
-        ),
+        typed(&RequestHeader {
+            header: HeaderBody::Series(SeriesHeader {
+                config: SeriesConfig {
+                    call_id: call.call_id.clone(),
+                },
+            }),
+            reason: HeaderReason::Series,
+            ext: Some(HeaderExt {
+                request_delta: Some(delta),
+            }),
+        })?,
     )?;
     Ok(())
 }

@@ -10,12 +10,13 @@
 use std::sync::Arc;
 
 use ccare_core::kinds::{
-    AssistantMessage, StepEnd, StepStart, TurnEndReason, TurnStart, UserMessage,
+    AssistantAttempt, AssistantMessage, AttemptOutcome, HostFailure, LlmRetry, StepEnd, StepStart,
+    TurnEndReason, TurnStart, UserMessage,
 };
 use ccare_core::{EventData, EventDraft, FailureCode, LlmFailure, Message, Source, SurfaceOp};
 use ccare_llm::{Assembled, Assembler, Chunk, Finish, PreparedCall};
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::agent::{Agent, CancelCause, LiveChunk};
 use crate::dispatch::run_tools;
@@ -42,7 +43,7 @@ pub(crate) fn append(agent: &Agent, draft: EventDraft) -> StepResult<Arc<ccare_c
     agent.inner.session.append(draft).map_err(|error| {
         tracing::error!(session = %agent.inner.session.id(), %error, "append refused");
         Stop::End(TurnEndReason::Error {
-            failure: json!({"code": error.code(), "message": error.to_string()}),
+            failure: HostFailure::new(error.code(), error.to_string()).into(),
         })
     })
 }
@@ -50,7 +51,7 @@ pub(crate) fn append(agent: &Agent, draft: EventDraft) -> StepResult<Arc<ccare_c
 pub(crate) fn typed<T: EventData>(data: &T) -> StepResult<EventDraft> {
     EventDraft::typed(data).map_err(|error| {
         Stop::End(TurnEndReason::Error {
-            failure: json!({"code": "ENCODE_FAILED", "message": error.to_string()}),
+            failure: HostFailure::new("ENCODE_FAILED", error.to_string()).into(),
         })
     })
 }
@@ -58,20 +59,14 @@ pub(crate) fn typed<T: EventData>(data: &T) -> StepResult<EventDraft> {
 pub(crate) async fn flush(agent: &Agent) -> StepResult<()> {
     agent.inner.session.flush().await.map_err(|error| {
         Stop::End(TurnEndReason::Error {
-            failure: json!({"code": error.code(), "message": error.to_string()}),
+            failure: HostFailure::new(error.code(), error.to_string()).into(),
         })
     })
 }
 
 fn aborted(agent: &Agent) -> TurnEndReason {
     let cause = agent.cancel_cause().unwrap_or(CancelCause::User);
-    TurnEndReason::Aborted {
-        cause: serde_json::to_value(cause).unwrap_or(Value::Null),
-    }
-}
-
-fn failure_value(failure: &LlmFailure) -> Value {
-    serde_json::to_value(failure).unwrap_or(Value::Null)
+    TurnEndReason::Aborted { cause }
 }
 
 /// Runs one turn opened by `opening` and returns how it ended (already logged).
@@ -118,7 +113,11 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
     loop {
         if step >= max_steps {
             return Ok(TurnEndReason::Error {
-                failure: json!({"code": "STEP_LIMIT", "message": format!("the turn reached loop.max_steps_per_turn ({max_steps}) steps")}),
+                failure: HostFailure::new(
+                    "STEP_LIMIT",
+                    format!("the turn reached loop.max_steps_per_turn ({max_steps}) steps"),
+                )
+                .into(),
             });
         }
         step += 1;
@@ -311,12 +310,7 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
 
 fn hook_failed(hook: &str, error: &crate::hooks::HookError) -> TurnEndReason {
     TurnEndReason::Error {
-        failure: json!({
-            "code": "HOOK_FAILED",
-            "hook": hook,
-            "plugin": error.plugin,
-            "message": error.message,
-        }),
+        failure: HostFailure::hook(hook, error.plugin.clone(), error.message.clone()).into(),
     }
 }
 
@@ -368,7 +362,7 @@ async fn request_step(
             Ok(call) => call,
             Err(failure) => {
                 return Err(Stop::End(TurnEndReason::Error {
-                    failure: failure_value(&failure),
+                    failure: failure.into(),
                 }));
             }
         };
@@ -441,7 +435,7 @@ async fn request_step(
                         step,
                         &call_id,
                         attempt,
-                        "failed",
+                        AttemptOutcome::Failed,
                         Some(&failure),
                         Vec::new(),
                     )?,
@@ -504,7 +498,7 @@ async fn request_step(
                     continue;
                 }
                 return Err(Stop::End(TurnEndReason::Error {
-                    failure: failure_value(&failure),
+                    failure: failure.into(),
                 }));
             }
         }
@@ -549,15 +543,12 @@ async fn stream_call(
     while let Some(chunk) = stream.next().await {
         recorder.push(&chunk, agent.inner.clock.now_ms());
         if let Chunk::Retry(notice) = &chunk {
-            let retry = EventDraft::new(
-                ccare_core::kinds::LLM_RETRY,
-                json_object(json!({
-                    "call_id": call_id,
-                    "attempt": notice.attempt,
-                    "code": notice.failure.code,
-                    "delay_ms": notice.delay_ms,
-                })),
-            )
+            let retry = typed(&LlmRetry {
+                call_id: call_id.clone(),
+                attempt: notice.attempt,
+                code: notice.failure.code,
+                delay_ms: notice.delay_ms,
+            })?
             .ignorable();
             append(agent, retry)?;
         }
@@ -623,7 +614,15 @@ async fn stream_call(
             let event = if visible.content.is_empty() {
                 append(
                     agent,
-                    attempt_draft(turn, step, &call_id, attempt, "aborted", None, records)?,
+                    attempt_draft(
+                        turn,
+                        step,
+                        &call_id,
+                        attempt,
+                        AttemptOutcome::Aborted,
+                        None,
+                        records,
+                    )?,
                 )?
             } else {
                 let event = append(
@@ -656,7 +655,15 @@ async fn stream_call(
             if agent.turn_token().is_cancelled() {
                 let event = append(
                     agent,
-                    attempt_draft(turn, step, &call_id, attempt, "aborted", None, records)?,
+                    attempt_draft(
+                        turn,
+                        step,
+                        &call_id,
+                        attempt,
+                        AttemptOutcome::Aborted,
+                        None,
+                        records,
+                    )?,
                 )?;
                 (Streamed::Aborted, event, SettledOutcome::Interrupted)
             } else {
@@ -667,7 +674,7 @@ async fn stream_call(
                         step,
                         &call_id,
                         attempt,
-                        "failed",
+                        AttemptOutcome::Failed,
                         Some(&failure),
                         records,
                     )?,
@@ -699,39 +706,26 @@ fn attempt_draft(
     step: u32,
     call_id: &str,
     attempt: u32,
-    outcome: &str,
+    outcome: AttemptOutcome,
     failure: Option<&LlmFailure>,
     stream: Vec<Value>,
 ) -> StepResult<EventDraft> {
-    let mut data = json!({
-        "turn": turn,
-        "step": step,
-        "call_id": call_id,
-        "attempt": attempt,
-        "outcome": outcome,
-        "stream": stream,
-    });
-    if let (Some(failure), Some(object)) = (failure, data.as_object_mut()) {
-        object.insert("failure".to_owned(), failure_value(failure));
-    }
-    Ok(EventDraft::new(
-        ccare_core::kinds::ASSISTANT_ATTEMPT,
-        json_object(data),
-    ))
-}
-
-pub(crate) fn json_object(value: Value) -> ccare_core::JsonObject {
-    match value {
-        Value::Object(object) => object,
-        _ => ccare_core::JsonObject::new(),
-    }
+    typed(&AssistantAttempt {
+        turn,
+        step,
+        call_id: call_id.to_owned(),
+        attempt,
+        outcome,
+        stream,
+        failure: failure.cloned(),
+    })
 }
 
 /// Joins the request-only messages of every segment into one user message (MP-3): the
 /// text of each, in order, separated by a blank line; other blocks kept in place; the
 /// first message's source, with `extra.segments` listing every part's source kind. A
 /// single message is left as it is.
-fn join_request_only(parts: Vec<(String, Vec<Message>)>) -> Vec<(String, Vec<Message>)> {
+pub(crate) fn join_request_only(parts: Vec<(String, Vec<Message>)>) -> Vec<(String, Vec<Message>)> {
     let count: usize = parts.iter().map(|(_, messages)| messages.len()).sum();
     if count <= 1 {
         return parts;

@@ -2,7 +2,8 @@
 //! pre-step chain has fixed the batch, context-care flushes its journal, freezes the
 //! session's pricing, samples the load, moves the session's hysteresis controller,
 //! reports the outcome of a requested rest, and appends the status notice as the last
-//! message of the batch when its model-visible text changed (or a rest was requested).
+//! message of the batch when its model-visible text changed (or a rest was requested),
+//! except at a quiet start (`quiet.rs`).
 //!
 //! Maintenance itself (prune, summary passes, a requested summary or deep rest) lives
 //! in [`crate::maintenance`]; the boundary decides when it runs and reports it.
@@ -328,9 +329,19 @@ impl Boundary {
             }
             trace
         };
+        // Quiet start (`quiet.rs`): at a calm start there is no notice to price.
+        let acted = rest.is_some() || !outcomes.is_empty();
+        let quiet = care
+            .quiet_start(session, &measured.metrics, acted)
+            .await
+            .map_err(hook_error)?;
         // Price the exact notice (CC-NTC-2, CC-DEF-4): sample without it, then with it;
         // the second text is what the model sees.
-        let first = render_status(care.locale, &measured.metrics, parts);
+        let first = if quiet {
+            String::new()
+        } else {
+            render_status(care.locale, &measured.metrics, parts)
+        };
         let (text, measured) = if first.is_empty() {
             (first, measured)
         } else {

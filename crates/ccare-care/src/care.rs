@@ -159,12 +159,18 @@ pub(crate) struct Care {
     pub(crate) summary_model: Option<String>,
     /// The host's LLM layer, for summaries (`None` in hosts without one).
     pub(crate) llm: Option<std::sync::Arc<ccare_llm::Llm>>,
+    /// The host's side requests: summary calls run its request hooks and the segments
+    /// serving purpose `compaction` (MP-3, [`ccare_agent::SideRequests`]).
+    pub(crate) side: Option<ccare_agent::SideRequests>,
     /// Cancelled when the plugin is unmounted: a running summary stops (CC-SER-1).
     pub(crate) lifetime: ccare_llm::CancellationToken,
     pub(crate) sessions: Mutex<HashMap<SessionId, SessionCare>>,
     pub(crate) samples: Samples,
     /// The summary repair hooks, tried in order after a failed summary call (CC-SUM-4).
     pub(crate) repairs: Vec<Arc<dyn crate::repair::SummaryRepair>>,
+    /// The host's system-prompt sections, live: the report prices each part of the next
+    /// request's system prompt (`report.rs` categories).
+    pub(crate) system_sections: ccare_agent::SystemSections,
 }
 
 impl Care {
@@ -192,24 +198,21 @@ impl Care {
         let entries = self.journal.list(session.id()).await?;
         let mut controller = HysteresisController::new();
         for entry in &entries {
-            let data = entry.data();
-            if data.get("purpose").and_then(Value::as_str) != Some("conversation") {
+            let request = entry.request();
+            if request.purpose != Some("conversation") {
                 continue;
             }
-            let (Some(q), Some(budget)) = (
-                data.get("inputTokens").and_then(Value::as_u64),
-                data.get("budget").filter(|budget| !budget.is_null()),
-            ) else {
+            let (Some(q), Some(budget)) = (request.input_tokens, request.budget) else {
                 continue;
             };
-            let thresholds = budget
-                .get("softInput")
-                .and_then(Value::as_i64)
-                .zip(budget.get("releaseTarget").and_then(Value::as_i64))
-                .map(|(soft_input, release_target)| HysteresisThresholds {
-                    soft_input,
-                    release_target,
-                });
+            let thresholds =
+                budget
+                    .soft_input
+                    .zip(budget.release_target)
+                    .map(|(soft_input, release_target)| HysteresisThresholds {
+                        soft_input,
+                        release_target,
+                    });
             controller.observe(q, thresholds);
         }
         self.sessions
@@ -371,19 +374,11 @@ fn latest_header(entries: &[JournalEntry]) -> (Option<String>, u64) {
     entries
         .iter()
         .rev()
-        .filter(|entry| entry.data().get("purpose").and_then(Value::as_str) == Some("conversation"))
-        .find_map(|entry| {
-            let key = entry
-                .data()
-                .get("calibrationHeaderKey")?
-                .as_str()?
-                .to_owned();
-            let tools = entry
-                .data()
-                .get("toolsTokens")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            Some((Some(key), tools))
+        .map(JournalEntry::request)
+        .filter(|request| request.purpose == Some("conversation"))
+        .find_map(|request| {
+            let key = request.calibration_header_key?.to_owned();
+            Some((Some(key), request.tools_tokens.unwrap_or(0)))
         })
         .unwrap_or((None, 0))
 }

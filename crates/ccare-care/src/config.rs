@@ -82,6 +82,11 @@ pub struct CareConfig {
     pub max_summary_calls_per_action: Option<u64>,
     /// `summary`: explicit summary route and limits (CC-CFG-1, CC-SUM-1).
     pub summary: SummaryConfig,
+    /// `quiet_start` (default `true`): no status notice while the session is at its
+    /// calm start (both levels at level 0 or unknown, no notice given yet, nothing
+    /// compacted or refused; see `quiet.rs`). `false` is the seed's behaviour: a notice
+    /// at the first boundary and whenever its text changes (CC-NTC-2).
+    pub quiet_start: bool,
     /// Load warnings for the operator, e.g. the ignored `provider_usage_ratio` (CC-CFG-1).
     /// They do not fail the load.
     pub warnings: Vec<String>,
@@ -310,6 +315,7 @@ impl Default for CareConfig {
             max_summary_repair_retries: None,
             max_summary_calls_per_action: None,
             summary: SummaryConfig::default(),
+            quiet_start: true,
             warnings: Vec::new(),
         }
     }
@@ -320,7 +326,7 @@ pub const PROVIDER_USAGE_RATIO_WARNING: &str = "provider_usage_ratio is ignored:
      are calibrated from the request journal (CC-PRC-3); remove the key";
 
 /// The top-level keys, in the order they are validated.
-const TOP_LEVEL_KEYS: [&str; 27] = [
+const TOP_LEVEL_KEYS: [&str; 28] = [
     "budget_ratio",
     "wakefulness_ratio",
     "retain_ratio",
@@ -343,6 +349,7 @@ const TOP_LEVEL_KEYS: [&str; 27] = [
     "max_summary_repair_retries",
     "max_summary_calls_per_action",
     "summary",
+    "quiet_start",
     "provider_usage_ratio",
     // Legacy ratios: validated, then ignored (CC-CFG-1 "drive nothing").
     "soft_budget_ratio",
@@ -366,6 +373,7 @@ const POSITIVE_NUMBER: &str = "a finite number > 0";
 const POSITIVE_INTEGER: &str = "a positive integer";
 const NON_NEGATIVE_INTEGER: &str = "a non-negative integer";
 const NON_BLANK_STRING: &str = "a non-blank string";
+const BOOLEAN: &str = "true or false";
 
 impl CareConfig {
     /// Validates the table (as JSON; `{}` when empty) per CC-CFG-1 and CC-BUD-4.
@@ -447,6 +455,9 @@ impl CareConfig {
             None => SummaryConfig::default(),
             Some(value) => parse_summary(value)?,
         };
+        let quiet_start = fields
+            .boolean("quiet_start")?
+            .unwrap_or(defaults.quiet_start);
         let mut warnings = Vec::new();
         if table.contains_key("provider_usage_ratio") {
             warnings.push(PROVIDER_USAGE_RATIO_WARNING.to_owned());
@@ -499,6 +510,7 @@ impl CareConfig {
             max_summary_repair_retries,
             max_summary_calls_per_action,
             summary,
+            quiet_start,
             warnings,
         })
     }
@@ -591,6 +603,14 @@ impl Fields<'_> {
 
     fn non_negative_integer(&self, key: &str) -> Result<Option<u64>, ConfigError> {
         self.integer_at_least(key, 0, NON_NEGATIVE_INTEGER)
+    }
+
+    fn boolean(&self, key: &str) -> Result<Option<bool>, ConfigError> {
+        match self.table.get(key) {
+            None => Ok(None),
+            Some(Value::Bool(flag)) => Ok(Some(*flag)),
+            Some(value) => Err(self.invalid(key, BOOLEAN, value)),
+        }
     }
 
     fn non_blank_string(&self, key: &str) -> Result<Option<String>, ConfigError> {

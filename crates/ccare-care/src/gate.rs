@@ -15,6 +15,7 @@ use crate::budget::{Preflight, RouteInfo, assess, preflight, resolve};
 use crate::care::{Care, meter_for};
 use crate::config::RoutePurpose;
 use crate::journal::calibration_record;
+use crate::journal::records::{RecordRoute, RequestRecord, SourceHeader};
 use crate::pricing::{
     CalibrationRecord, FileTexts, FrozenPricing, ImagePricing, calibrate, calibration_header_key,
     content_hash,
@@ -78,14 +79,17 @@ pub(crate) async fn check_request(
     } else {
         serde_json::to_value(&config.tools).unwrap_or(Value::Null)
     };
-    let header = json!({
-        "provider": route.provider,
-        "model": route.model,
-        "reasoningEffort": config.reasoning_effort,
-        "temperature": config.temperature,
-        "maxTokens": config.max_tokens,
-    });
-    let header_key = calibration_header_key(&header, &tools);
+    let header = SourceHeader {
+        provider: route.provider.clone(),
+        model: route.model.clone(),
+        reasoning_effort: config.reasoning_effort.clone(),
+        temperature: config.temperature,
+        max_tokens: config.max_tokens,
+    };
+    let header_key = calibration_header_key(
+        &serde_json::to_value(&header).unwrap_or(Value::Null),
+        &tools,
+    );
     // The dispatch check prices its final route itself (CC-PRC-4), calibrated on
     // the session's settled requests of this header (CC-PRC-3).
     let session_id = session.id();
@@ -150,37 +154,38 @@ pub(crate) async fn check_request(
         .iter()
         .map(|message| serde_json::to_value(&*message.message).unwrap_or(Value::Null))
         .collect();
-    let data = json!({
-        "callId": call.call_id,
-        "logRevision": session.head(),
-        "sourceSeqs": source_seqs,
-        "sourceHeader": header,
-        "sourceMessagesHash": content_hash(&Value::Array(surface)),
-        "purpose": purpose_name(config.purpose),
-        "route": {
-            "provider": route.provider,
-            "model": route.model,
-            "maxTokens": config.max_tokens,
-            "reasoningEffort": config.reasoning_effort,
-            "temperature": config.temperature,
+    let record = RequestRecord {
+        call_id: call.call_id.clone(),
+        log_revision: session.head(),
+        source_seqs,
+        source_header: header,
+        source_messages_hash: content_hash(&Value::Array(surface)),
+        purpose: purpose_name(config.purpose).to_owned(),
+        route: RecordRoute {
+            provider: route.provider.clone(),
+            model: route.model.clone(),
+            max_tokens: config.max_tokens,
+            reasoning_effort: config.reasoning_effort.clone(),
+            temperature: config.temperature,
         },
-        "inputHash": content_hash(&json!({
+        input_hash: content_hash(&json!({
             "system": config.system,
             "tools": tools,
             "messages": input,
         })),
-        "pricingBasis": frozen.basis(),
-        "budget": budget,
-        "assessment": assess(q, budget.as_ref()),
-        "rawInput": price.raw_input(),
-        "toolsTokens": price.tools,
-        "inputTokens": q,
-        "calibrationHeaderKey": header_key,
-    });
+        pricing_basis: frozen.basis().clone(),
+        assessment: assess(q, budget.as_ref()),
+        budget,
+        raw_input: price.raw_input(),
+        tools_tokens: price.tools,
+        input_tokens: q,
+        calibration_header_key: header_key,
+    };
     journal
-        .ready(session_id, &call.call_id, now_ms, data)
+        .ready(session_id, now_ms, &record)
         .await
         .map_err(internal)?;
+    let budget = record.budget;
     // Persisted before the decision (CC-BUD-6).
     journal.flush().await.map_err(internal)?;
     match preflight(q, budget.as_ref()) {

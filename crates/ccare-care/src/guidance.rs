@@ -11,6 +11,15 @@ use ccare_llm::{CallConfig, Purpose};
 use crate::care::Care;
 use crate::texts::render_guidance;
 
+impl Care {
+    /// The session's guidance section now, `None` when every line is off.
+    pub(crate) fn guidance(&self, session: &ccare_core::SessionId) -> Option<String> {
+        render_guidance(self.locale, |id| {
+            self.enabled(session, &format!("guidance-{id}"), "notice")
+        })
+    }
+}
+
 /// Appends the guidance section to the system prompt of conversation requests.
 pub(crate) struct Guidance {
     pub(crate) care: Arc<Care>,
@@ -21,11 +30,7 @@ impl RequestHook for Guidance {
         if config.purpose != Purpose::Conversation {
             return Ok(());
         }
-        let session = context.session.id();
-        let Some(section) = render_guidance(self.care.locale, |id| {
-            self.care
-                .enabled(session, &format!("guidance-{id}"), "notice")
-        }) else {
+        let Some(section) = self.care.guidance(context.session.id()) else {
             return Ok(());
         };
         config.system = Some(match config.system.take() {

@@ -9,7 +9,10 @@
 //!
 //! Writes go through the domain-wide queue, so they are serialized (per session
 //! included); reads see acknowledged data only; [`RequestJournal::flush`] waits for
-//! every queued write and returns a retained write error once.
+//! every queued write and returns a retained write error once. The records' types are
+//! in [`records`].
+
+pub mod records;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,10 +20,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ccare_agent::domains::{Domain, DomainError, DomainSpec, PluginDomains, TableSpec};
 use ccare_agent::{SettledOutcome, Settlement};
 use ccare_core::{LlmFailure, SessionId};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use crate::pricing::{CalibrationRecord, JournalRecordKind, RawInput, RecordUsage, RequestOutcome};
+use crate::pricing::{CalibrationRecord, JournalRecordKind, RecordUsage, RequestOutcome};
+use records::{
+    JournalRecord, MaintenanceView, PhaseFields, RecordFailure, RecordHead, RequestPhase,
+    RequestRecord, RequestView, view,
+};
 
 /// The journal's storage domain (CC-JNL-1).
 pub const JOURNAL_DOMAIN: &str = "context_care_requests";
@@ -45,9 +52,30 @@ pub struct JournalEntry {
 }
 
 impl JournalEntry {
-    /// The phase fields (`Null` if the record has none).
+    /// The phase fields as stored (`Null` if the record has none).
     pub fn data(&self) -> &Value {
-        self.record.get("data").unwrap_or(&Value::Null)
+        match &*self.record {
+            Value::Object(record) => record.get("data").unwrap_or(&Value::Null),
+            _ => &Value::Null,
+        }
+    }
+
+    /// What readers read of a request record; every field absent for a maintenance
+    /// record or one that does not decode.
+    pub fn request(&self) -> RequestView<'_> {
+        match self.kind {
+            JournalRecordKind::Request => view(self.data()).unwrap_or_default(),
+            JournalRecordKind::Maintenance => RequestView::default(),
+        }
+    }
+
+    /// What readers read of a maintenance record; every field absent for a request
+    /// record or one that does not decode.
+    pub fn maintenance(&self) -> MaintenanceView<'_> {
+        match self.kind {
+            JournalRecordKind::Maintenance => MaintenanceView::of(self.data()),
+            JournalRecordKind::Request => MaintenanceView::default(),
+        }
     }
 }
 
@@ -94,7 +122,13 @@ impl RequestJournal {
                 let largest = table
                     .entries("call_")
                     .iter()
-                    .filter_map(|(_, record)| record.pointer("/data/dispatchOrder")?.as_u64())
+                    .filter_map(|(_, record)| {
+                        let data = match &**record {
+                            Value::Object(record) => record.get("data")?,
+                            _ => return None,
+                        };
+                        view::<RequestView<'_>>(data)?.dispatch_order
+                    })
                     .max()
                     .unwrap_or(0);
                 self.dispatch_order.store(largest, Ordering::SeqCst);
@@ -103,28 +137,22 @@ impl RequestJournal {
             .await
     }
 
-    /// Queues the `ready` record of a call (CC-JNL-2); `data` holds the phase fields
-    /// (`callId`, pricing, budget, …) and gets `phase:'ready'`.
+    /// Queues the `ready` record of a call (CC-JNL-2): `record` and `phase:'ready'`.
     pub async fn ready(
         &self,
         session: &SessionId,
-        call_id: &str,
         at: i64,
-        mut data: Value,
+        record: &RequestRecord,
     ) -> Result<(), DomainError> {
         let table = self.open().await?.table(JOURNAL_TABLE)?;
-        if let Some(object) = data.as_object_mut() {
-            object.insert("phase".to_owned(), json!("ready"));
-        }
+        let mut data = match serde_json::to_value(record) {
+            Ok(Value::Object(data)) => data,
+            Ok(_) | Err(_) => ccare_core::JsonObject::new(),
+        };
+        PhaseFields::phase(RequestPhase::Ready).merge_into(&mut data);
         table.put(
-            &record_key(call_id),
-            json!({
-                "version": 1,
-                "sessionId": session.as_str(),
-                "kind": "request",
-                "at": at,
-                "data": data,
-            }),
+            &record_key(&record.call_id),
+            stored(session, JournalRecordKind::Request, at, Value::Object(data)),
         )?;
         Ok(())
     }
@@ -132,60 +160,55 @@ impl RequestJournal {
     /// Queues `dispatched:true` with the next `dispatchOrder`.
     pub fn dispatched(&self, call_id: &str) -> Result<(), DomainError> {
         let order = self.dispatch_order.fetch_add(1, Ordering::SeqCst) + 1;
-        self.patch(call_id, move |data| {
-            data.insert("phase".to_owned(), json!("dispatched"));
-            data.insert("dispatched".to_owned(), json!(true));
-            data.insert("dispatchOrder".to_owned(), json!(order));
-            data.insert("dispatchBasis".to_owned(), json!(DISPATCH_BASIS));
-        })
+        self.patch(
+            call_id,
+            PhaseFields {
+                dispatched: Some(true),
+                dispatch_order: Some(order),
+                dispatch_basis: Some(DISPATCH_BASIS),
+                ..PhaseFields::phase(RequestPhase::Dispatched)
+            },
+        )
     }
 
     /// Queues the settlement of a dispatched call.
     pub fn settled(&self, settlement: &Settlement) -> Result<(), DomainError> {
-        let phase = match settlement.outcome {
-            SettledOutcome::Completed | SettledOutcome::Interrupted => "settled",
-            SettledOutcome::Failed => "failed",
+        let (phase, outcome) = match settlement.outcome {
+            SettledOutcome::Completed => (RequestPhase::Settled, RequestOutcome::Completed),
+            SettledOutcome::Interrupted => (RequestPhase::Settled, RequestOutcome::Interrupted),
+            SettledOutcome::Failed => (RequestPhase::Failed, RequestOutcome::Failed),
         };
-        let attempt_id = format!("{}#{}", settlement.call_id, settlement.attempt);
-        let outcome = settlement.outcome.as_str();
-        let event_seq = settlement.event_seq;
-        let event_type = settlement.event_type;
-        let usage = settlement
-            .usage
-            .map(RecordUsage::from)
-            .and_then(|usage| serde_json::to_value(usage).ok())
-            .unwrap_or(Value::Null);
-        self.patch(&settlement.call_id, move |data| {
-            data.insert("phase".to_owned(), json!(phase));
-            data.insert("attemptId".to_owned(), json!(attempt_id));
-            data.insert("outcome".to_owned(), json!(outcome));
-            data.insert("eventSeq".to_owned(), json!(event_seq));
-            data.insert("eventType".to_owned(), json!(event_type));
-            data.insert("usage".to_owned(), usage.clone());
-        })
+        self.patch(
+            &settlement.call_id,
+            PhaseFields {
+                attempt_id: Some(format!("{}#{}", settlement.call_id, settlement.attempt)),
+                outcome: Some(outcome),
+                event_seq: Some(settlement.event_seq),
+                event_type: Some(settlement.event_type),
+                usage: Some(settlement.usage.map(RecordUsage::from)),
+                ..PhaseFields::phase(phase)
+            },
+        )
     }
 
     /// Queues the failure of a call that was never handed off.
     pub fn not_dispatched(&self, call_id: &str, failure: &LlmFailure) -> Result<(), DomainError> {
-        let code = failure.code.as_str();
-        let message = failure.message.clone();
-        self.patch(call_id, move |data| {
-            data.insert("phase".to_owned(), json!("failed"));
-            data.insert("outcome".to_owned(), json!("not-dispatched"));
-            data.insert(
-                "failure".to_owned(),
-                json!({"code": code, "message": message}),
-            );
-        })
+        self.patch(
+            call_id,
+            PhaseFields {
+                outcome: Some(RequestOutcome::NotDispatched),
+                failure: Some(RecordFailure {
+                    code: failure.code.as_str().to_owned(),
+                    message: failure.message.clone(),
+                }),
+                ..PhaseFields::phase(RequestPhase::Failed)
+            },
+        )
     }
 
-    /// Edits the `data` of an existing record in the queue; a record that is not there
-    /// (its `ready` write failed) is left absent.
-    fn patch(
-        &self,
-        call_id: &str,
-        edit: impl Fn(&mut serde_json::Map<String, Value>) + Send + 'static,
-    ) -> Result<(), DomainError> {
+    /// Merges `fields` into the `data` of an existing record in the queue; a record
+    /// that is not there (its `ready` write failed) is left absent.
+    fn patch(&self, call_id: &str, fields: PhaseFields) -> Result<(), DomainError> {
         let Some(domain) = self.domain.get() else {
             return Ok(());
         };
@@ -194,7 +217,7 @@ impl RequestJournal {
             .update(&record_key(call_id), move |current| {
                 let mut record = current?.clone();
                 if let Some(data) = record.get_mut("data").and_then(Value::as_object_mut) {
-                    edit(data);
+                    fields.merge_into(data);
                 }
                 Some(record)
             })?;
@@ -213,13 +236,7 @@ impl RequestJournal {
         let table = self.open().await?.table(JOURNAL_TABLE)?;
         table.put(
             &format!("action_{operation_id}"),
-            json!({
-                "version": 1,
-                "sessionId": session.as_str(),
-                "kind": "maintenance",
-                "at": at,
-                "data": data,
-            }),
+            stored(session, JournalRecordKind::Maintenance, at, data),
         )?;
         Ok(())
     }
@@ -236,17 +253,16 @@ impl RequestJournal {
         let mut entries: Vec<JournalEntry> = table
             .entries("")
             .into_iter()
-            .filter(|(_, record)| {
-                record.get("sessionId").and_then(Value::as_str) == Some(session.as_str())
-            })
-            .map(|(key, record)| JournalEntry {
-                key,
-                at: record.get("at").and_then(Value::as_i64).unwrap_or(0),
-                kind: match record.get("kind").and_then(Value::as_str) {
-                    Some("maintenance") => JournalRecordKind::Maintenance,
-                    _ => JournalRecordKind::Request,
-                },
-                record,
+            .filter_map(|(key, record)| {
+                let head = view::<RecordHead<'_>>(&record)?;
+                (head.session_id == session.as_str())
+                    .then_some((head.at, head.kind))
+                    .map(|(at, kind)| JournalEntry {
+                        key,
+                        at,
+                        kind,
+                        record,
+                    })
             })
             .collect();
         entries.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.key.cmp(&b.key)));
@@ -254,33 +270,36 @@ impl RequestJournal {
     }
 }
 
-/// What calibration reads of a journal entry (CC-PRC-3); fields that are missing or
-/// malformed read as absent, which makes the record ineligible.
+/// A record as stored: the envelope around `data`.
+fn stored(session: &SessionId, kind: JournalRecordKind, at: i64, data: Value) -> Value {
+    serde_json::to_value(JournalRecord {
+        version: 1,
+        session_id: session.as_str(),
+        kind,
+        at,
+        data,
+    })
+    .unwrap_or(Value::Null)
+}
+
+/// What calibration reads of a journal entry (CC-PRC-3); fields that are missing read
+/// as absent, which makes the record ineligible.
 pub fn calibration_record(entry: &JournalEntry) -> CalibrationRecord {
     if entry.kind == JournalRecordKind::Maintenance {
         return CalibrationRecord::maintenance();
     }
-    let data = entry.data();
-    let text = |key: &str| data.get(key).and_then(Value::as_str).map(str::to_owned);
+    let request = entry.request();
+    let text = |text: Option<&str>| text.map(str::to_owned);
     CalibrationRecord {
         kind: JournalRecordKind::Request,
-        call_id: text("callId").unwrap_or_default(),
-        dispatched: data.get("dispatched").and_then(Value::as_bool) == Some(true),
-        outcome: data
-            .get("outcome")
-            .cloned()
-            .and_then(|outcome| serde_json::from_value::<RequestOutcome>(outcome).ok()),
-        purpose: text("purpose"),
-        event_type: text("eventType"),
-        event_seq: data.get("eventSeq").and_then(Value::as_u64),
-        header_key: text("calibrationHeaderKey"),
-        raw_input: data
-            .get("rawInput")
-            .cloned()
-            .and_then(|raw| serde_json::from_value::<RawInput>(raw).ok()),
-        usage: data
-            .get("usage")
-            .cloned()
-            .and_then(|usage| serde_json::from_value::<RecordUsage>(usage).ok()),
+        call_id: text(request.call_id).unwrap_or_default(),
+        dispatched: request.dispatched == Some(true),
+        outcome: request.outcome,
+        purpose: text(request.purpose),
+        event_type: text(request.event_type),
+        event_seq: request.event_seq,
+        header_key: text(request.calibration_header_key),
+        raw_input: request.raw_input,
+        usage: request.usage,
     }
 }

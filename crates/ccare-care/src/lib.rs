@@ -72,6 +72,7 @@ pub mod numeric;
 mod overflow;
 mod plugin;
 pub mod pricing;
+mod quiet;
 pub mod range;
 pub mod range_nodes;
 mod repair;

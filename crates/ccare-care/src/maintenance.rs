@@ -7,7 +7,10 @@
 //! journaled, the history keeps what was committed, and the request gate and overflow
 //! recovery remain the safety nets (CC-DEF-2).
 
-use ccare_core::kinds::{CompactionEnd, CompactionStart, ToolResult, UserMessage};
+use ccare_core::kinds::{
+    CompactionEnd, CompactionPrune, CompactionStart, CompactionSummary, PrunedResult, ToolResult,
+    UserMessage,
+};
 use ccare_core::{ContentBlock, EventDraft, Message, Source, SurfaceOp};
 use ccare_llm::CancellationToken;
 use ccare_session::Session;
@@ -172,8 +175,8 @@ impl Care {
     async fn memo_hit(&self, session: &Session, key: &str) -> bool {
         match self.journal.list(session.id()).await {
             Ok(entries) => entries.iter().any(|entry: &JournalEntry| {
-                entry.data().get("phase").and_then(Value::as_str) == Some("no-useful-range")
-                    && entry.data().get("proposalKey").and_then(Value::as_str) == Some(key)
+                let action = entry.maintenance();
+                action.phase == Some("no-useful-range") && action.proposal_key == Some(key)
             }),
             Err(_) => false,
         }
@@ -437,14 +440,15 @@ impl Care {
             let after_tokens = pricer
                 .message(&pruned_message)
                 .map_or(0, |price| price.text);
-            let marker = EventDraft::new(
-                ccare_core::kinds::COMPACTION_PRUNE,
-                match json!({"pruned": [{"seq": seq, "before_tokens": before_tokens, "after_tokens": after_tokens}]})
-                {
-                    Value::Object(object) => object,
-                    _ => ccare_core::JsonObject::new(),
-                },
-            );
+            let Ok(marker) = EventDraft::typed(&CompactionPrune {
+                pruned: vec![PrunedResult {
+                    seq,
+                    before_tokens,
+                    after_tokens,
+                }],
+            }) else {
+                break;
+            };
             let Ok(marker) = session.append(marker) else {
                 break;
             };
@@ -804,21 +808,26 @@ impl Care {
         )?;
         let route = self.route.as_deref();
         let committed = (|| {
-            let summary = append(EventDraft::new(
-                ccare_core::kinds::COMPACTION_SUMMARY,
-                match json!({
-                    "compaction_id": compaction_id,
-                    "summary": handoff,
-                    "shadowed_range": [start_seq, end_seq],
-                    "shadowed_seqs": shadowed,
-                    "shadowed_tokens": heuristic,
-                    "provider": route.map_or("", |route| route.provider.as_str()),
-                    "model": route.map_or("", |route| route.model.as_str()),
-                }) {
-                    Value::Object(object) => object,
-                    _ => ccare_core::JsonObject::new(),
-                },
-            ))?;
+            let summary = append(
+                EventDraft::typed(&CompactionSummary {
+                    compaction_id: compaction_id.clone(),
+                    summary: handoff.clone(),
+                    raw_output: None,
+                    usage: None,
+                    provider: route.map_or_else(String::new, |route| route.provider.clone()),
+                    model: route.map_or_else(String::new, |route| route.model.clone()),
+                    max_tokens: None,
+                    llm_stream_call: false,
+                    call_id: None,
+                    shadowed_range: [start_seq, end_seq],
+                    shadowed_seqs: shadowed.to_vec(),
+                    shadowed_tokens: heuristic,
+                    coverage: None,
+                    repairs: None,
+                    request_delta: None,
+                })
+                .map_err(|error| failure("ENCODE_FAILED", &error.to_string()))?,
+            )?;
             let mut sources = vec![start.seq(), summary.seq()];
             sources.extend_from_slice(shadowed);
             let checkpoint = append(

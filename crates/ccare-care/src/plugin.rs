@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use ccare_agent::controls::context_care_catalog;
-use ccare_agent::{Plugin, PluginScope};
+use ccare_agent::{MountError, Plugin, PluginScope};
 use ccare_core::{Locale, SessionId};
 use ccare_llm::Route;
 use parking_lot::Mutex;
@@ -149,11 +149,12 @@ impl Plugin for ContextCare {
         "context-care"
     }
 
-    fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
-        let config = Arc::new(CareConfig::from_json(config)?);
+    fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), MountError> {
+        let config = Arc::new(CareConfig::from_json(config).map_err(MountError::Config)?);
         let llm = scope.llm();
         let summary_route =
-            crate::route::summary_route(&config.summary, &llm, self.route.as_deref())?;
+            crate::route::summary_route(&config.summary, &llm, self.route.as_deref())
+                .map_err(MountError::Config)?;
         // CC-CTL-1: `maintenance.summary` is available iff a summary route resolves.
         let mut catalog = context_care_catalog();
         if let (Err(missing), Some(action)) =
@@ -173,10 +174,12 @@ impl Plugin for ContextCare {
             controls: scope.controls(),
             summary_model: summary_route.ok(),
             llm: Some(llm),
+            side: Some(scope.side_requests()),
             lifetime: scope.lifetime(),
             sessions: Mutex::new(HashMap::new()),
             samples: self.samples.clone(),
             repairs: self.repairs.clone(),
+            system_sections: scope.system_sections(),
         });
         scope.tool(Arc::new(StatusTool::new(Arc::clone(&care))))?;
         scope.request(Arc::new(Guidance {

@@ -10,6 +10,26 @@ use serde::Serialize;
 use crate::budget::{Budget, BudgetAssessment, assess};
 use crate::care::{Care, CareError};
 use crate::metrics::ContextCareMetrics;
+use crate::pricing::Price;
+
+/// The section name prefix of the agent's own instructions (`ccare_agent::instructions`):
+/// each such section is a category of its own.
+const INSTRUCTIONS_PREFIX: &str = ccare_agent::instructions::SECTION_PREFIX;
+
+/// One part of the next request and what it costs: each instruction section of the
+/// system prompt by its name (`instructions:base`, `instructions:file`,
+/// `instructions:agents-md`), `system` (the other system-prompt sections), `guidance`
+/// (context care's own section, CC-NTC-5), `tools` and `messages` (the retained
+/// history). Tokens are estimated on the report's basis (text scale applied) and counted
+/// without the per-request overheads, so they need not sum to `inputTokens` (which, per
+/// CC-MET-4, leaves the system prompt out).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Category {
+    /// The category's name.
+    pub name: String,
+    /// Its estimated input tokens.
+    pub tokens: u64,
+}
 
 /// Where the capacity `C` comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -45,6 +65,9 @@ pub struct ContextReport {
     pub injected_tokens: u64,
     /// Whether automatic maintenance is armed (CC-HYS-1).
     pub armed: bool,
+    /// The parts of the next request with their tokens, in request order; a part with
+    /// nothing in it (no such section, no tools yet) is left out.
+    pub categories: Vec<Category>,
 }
 
 impl Care {
@@ -76,6 +99,7 @@ impl Care {
             .map_err(|error| CareError::Pricing(error.to_string()))?
             .messages_total()
             .ceil(pricer.text_scale());
+        let categories = self.categories(session, &frozen.meter, &pricer, frozen.tools_raw)?;
         let capacity = measured.budget.as_ref().map(|budget| {
             let source = match (budget.physical_window, budget.policy_capacity) {
                 (Some(physical), Some(policy)) if policy < physical => {
@@ -96,7 +120,78 @@ impl Care {
             text_scale: frozen.pricing.text_scale().as_f64(),
             injected_tokens,
             armed: self.with_session(session.id(), |state| state.controller.is_armed()),
+            categories,
         })
+    }
+
+    /// The categories of the next request of `session` (see [`Category`]).
+    fn categories(
+        &self,
+        session: &Session,
+        meter: &ccare_meter::Meter,
+        pricer: &crate::pricing::Pricer<'_>,
+        tools_raw: u64,
+    ) -> Result<Vec<Category>, CareError> {
+        let scale = pricer.text_scale();
+        let text_tokens = |text: &str| {
+            Price {
+                text: meter.text(text),
+                visual: 0,
+            }
+            .ceil(scale)
+        };
+        let mut categories = Vec::new();
+        let mut other = Vec::new();
+        for section in self.system_sections.snapshot() {
+            if section.name.starts_with(INSTRUCTIONS_PREFIX) {
+                categories.push(Category {
+                    tokens: text_tokens(&section.text),
+                    name: section.name,
+                });
+            } else {
+                other.push(section.text);
+            }
+        }
+        let view = session.derived_view();
+        let messages = pricer
+            .request(
+                None,
+                view.messages.iter().map(|derived| &*derived.message),
+                &serde_json::Value::Null,
+            )
+            .map_err(|error| CareError::Pricing(error.to_string()))?
+            .messages_total()
+            .ceil(scale);
+        let tools = Price {
+            text: tools_raw,
+            visual: 0,
+        }
+        .ceil(scale);
+        let rest = [
+            (
+                "system",
+                (!other.is_empty()).then(|| text_tokens(&other.join("\n\n"))),
+            ),
+            (
+                "guidance",
+                self.guidance(session.id()).map(|text| text_tokens(&text)),
+            ),
+            ("tools", Some(tools)),
+            ("messages", Some(messages)),
+        ];
+        categories.extend(
+            rest.into_iter()
+                .filter_map(|(name, tokens)| {
+                    tokens
+                        .filter(|tokens| *tokens > 0)
+                        .map(|tokens| (name, tokens))
+                })
+                .map(|(name, tokens)| Category {
+                    name: name.to_owned(),
+                    tokens,
+                }),
+        );
+        Ok(categories)
     }
 }
 
@@ -163,6 +258,18 @@ pub fn render_report(report: &ContextReport) -> Vec<String> {
         "injected     {} tokens this turn",
         report.injected_tokens
     ));
+    let width = report
+        .categories
+        .iter()
+        .map(|category| category.name.chars().count())
+        .max()
+        .unwrap_or(0);
+    for category in &report.categories {
+        lines.push(format!(
+            "category     {:<width$}  {} tokens",
+            category.name, category.tokens
+        ));
+    }
     lines
 }
 

@@ -9,7 +9,11 @@
 //!
 //! The summary request is one user message: a transcript of the selected messages
 //! (tool calls and results as text, so no provider sees a tool history without its
-//! tools) followed by the instruction. It must fit the summary route's own hard input
+//! tools) followed by the instruction. Each call is a side request of the host
+//! (`ccare_agent::SideRequests`, MP-3): the request hooks edit it and the segments
+//! serving purpose `compaction` (scoped prompts) append their request-only message,
+//! which is priced with it and recorded in `compaction/summary.request_delta`. It must
+//! fit the summary route's own hard input
 //! budget (CC-BUD-5); the largest balanced candidate that fits is summarized, and a
 //! context-window refusal moves to the next smaller one within `summary.max_retries`.
 //!
@@ -20,12 +24,15 @@
 //! action's journal record, and a committed summary lists them in `compaction/summary`
 //! (`repairs`).
 
-use ccare_agent::{SettledOutcome, Settlement};
-use ccare_core::kinds::{CompactionEnd, CompactionStart, UserMessage};
-use ccare_core::{ContentBlock, EventDraft, Message, Source, SurfaceOp, TokenUsage};
-use ccare_llm::{Assembler, CallConfig, CancellationToken, Finish, Purpose, RequestMessage};
+use std::sync::Arc;
+
+use ccare_agent::{HookContext, SettledOutcome, Settlement, SideCall, SideRequests};
+use ccare_core::kinds::{
+    CompactionEnd, CompactionStart, CompactionSummary, RequestDelta, RequestOnly, UserMessage,
+};
+use ccare_core::{ContentBlock, EventDraft, ManualClock, Message, Source, SurfaceOp, TokenUsage};
+use ccare_llm::{CallConfig, CancellationToken, Finish, Purpose, RequestMessage};
 use ccare_session::Session;
-use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use crate::budget::{RouteInfo, resolve};
@@ -209,7 +216,7 @@ impl Care {
                 format!("compaction {open} is still open"),
             ));
         }
-        let Some(llm) = self.llm.as_deref() else {
+        let (Some(_), Some(side)) = (self.llm.as_deref(), self.side.as_ref()) else {
             return Err(SummaryFailure::new(
                 "NO_PROVIDER",
                 "no LLM layer to summarize with",
@@ -240,7 +247,8 @@ impl Care {
         };
         let mut transaction = Transaction {
             care: self,
-            llm,
+            side,
+            hook: hook_context(run),
             run,
             model,
             compaction_id: uuid::Uuid::now_v7().to_string(),
@@ -260,15 +268,24 @@ impl Care {
         while let Some(candidate) = candidates.get(index).cloned() {
             index += 1;
             let request = transaction.request_for(&view, &candidate);
-            match transaction.fits(&request) {
+            // Prepared once: what is priced here (hooks and segments applied) is what
+            // is sent; a candidate that does not fit releases its reservations.
+            let side = match transaction.prepare(&request) {
+                Ok(side) => side,
+                Err(failure) => return transaction.abort(failure),
+            };
+            match transaction.fits_call(&side) {
                 Ok(true) => {}
-                Ok(false) => continue,
+                Ok(false) => {
+                    side.release();
+                    continue;
+                }
                 Err(failure) => return transaction.abort(failure),
             }
             let fitted_before = any_fits;
             any_fits = true;
             let calls_before = transaction.calls;
-            match transaction.call(&request).await {
+            match transaction.call(side).await {
                 Ok(output) => {
                     let coverage =
                         json!({"chunks": [[candidate.first(), candidate.last()]], "dropped": []});
@@ -392,13 +409,6 @@ fn lineage(session: &Session, selected: &[u64]) -> (Vec<u64>, Vec<u64>, u64) {
     })
 }
 
-fn object(value: Value) -> ccare_core::JsonObject {
-    match value {
-        Value::Object(object) => object,
-        _ => ccare_core::JsonObject::new(),
-    }
-}
-
 /// The checkpoint that replaces summarized history (CC-SUM-5): the framing block, the
 /// summary inside `<compacted-summary>` tags, then the done-ledger when it has items.
 pub(crate) fn checkpoint_message(
@@ -428,10 +438,27 @@ pub(crate) fn checkpoint_message(
     message
 }
 
+/// The hook context of a summary's calls: the session, the turn whose boundary (or
+/// overflow recovery) runs it (0 outside a turn), step 0 (a summary call is not a step's
+/// request), the action's cancel signal, and the host time the action began, fixed for
+/// the whole transaction (the maintenance context carries that instant, not the clock).
+fn hook_context(run: &SummaryRun<'_>) -> HookContext {
+    HookContext {
+        session: run.session.clone(),
+        turn: run.turn.unwrap_or(0),
+        step: 0,
+        cancel: run.cancel.clone(),
+        clock: Arc::new(ManualClock::new(run.now_ms)),
+    }
+}
+
 /// The output of one summary call.
 struct Output {
+    /// The request-only messages the call carried, as `request/header` series deltas
+    /// record them (`[{plugin, messages}]`, MP-3); empty when none.
+    request_only: Vec<RequestOnly>,
     summary: String,
-    raw: Value,
+    raw: Message,
     usage: Option<TokenUsage>,
     call_id: String,
     provider: String,
@@ -443,7 +470,11 @@ struct Output {
 /// how many calls it made, and its repairs (CC-SUM-4).
 struct Transaction<'a, 'r> {
     care: &'a Care,
-    llm: &'a ccare_llm::Llm,
+    /// The host's side requests: every call runs the request hooks and the segments
+    /// serving purpose `compaction` (MP-3).
+    side: &'a SideRequests,
+    /// The context those hooks and segments see.
+    hook: HookContext,
     run: &'a SummaryRun<'a>,
     model: String,
     compaction_id: String,
@@ -537,13 +568,30 @@ impl Transaction<'_, '_> {
         }
     }
 
-    /// CC-SUM-2: whether `request` fits the summary route's own `H` (CC-BUD-5); an
-    /// unknown `H` fits.
+    /// Prepares the summary call of `request` as a side request (MP-3): the request
+    /// hooks edit it, the exact summary route is pinned (CC-SUM-1), and the segments
+    /// serving `compaction` reserve their request-only message for it.
+    fn prepare(&self, request: &Message) -> Result<SideCall, SummaryFailure> {
+        self.side
+            .prepare(&self.hook, self.config(request))
+            .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))
+    }
+
+    /// CC-SUM-2: whether `request` fits the summary route's own `H` (CC-BUD-5), as
+    /// [`Transaction::fits_call`] on its prepared call, whose reservations are then
+    /// released (nothing is sent).
     fn fits(&self, request: &Message) -> Result<bool, SummaryFailure> {
-        let call = self
-            .llm
-            .prepare_exact(self.config(request))
-            .map_err(|failure| SummaryFailure::new(failure.code.as_str(), failure.message))?;
+        let side = self.prepare(request)?;
+        let fits = self.fits_call(&side);
+        side.release();
+        fits
+    }
+
+    /// CC-SUM-2: whether the prepared call fits the summary route's own `H`
+    /// (CC-BUD-5), priced whole: system prompt, transcript and request-only messages
+    /// (MP-3); an unknown `H` fits.
+    fn fits_call(&self, side: &SideCall) -> Result<bool, SummaryFailure> {
+        let call = side.call();
         let budget = resolve(
             &self.care.config,
             RouteInfo {
@@ -566,15 +614,27 @@ impl Transaction<'_, '_> {
             .pricing
             .pricer(&self.run.frozen.meter)
             .map_err(|error| SummaryFailure::new("PRICING_FAILED", error.to_string()))?;
+        let tools: Value = if call.config.tools.is_empty() {
+            Value::Null
+        } else {
+            serde_json::to_value(&call.config.tools).unwrap_or(Value::Null)
+        };
         let q = pricer
-            .request(None, std::iter::once(request), &Value::Null)
+            .request(
+                call.config.system.as_deref(),
+                call.config.messages.iter().map(|message| &*message.message),
+                &tools,
+            )
             .map(|price| price.q())
             .map_err(|error| SummaryFailure::new("PRICING_FAILED", error.to_string()))?;
         Ok(i64::try_from(q).unwrap_or(i64::MAX) <= budget.hard_input)
     }
 
-    /// Opens the transaction (once) and makes one summary call (CC-SUM-3).
-    async fn call(&mut self, request: &Message) -> Result<Output, SummaryFailure> {
+    /// Opens the transaction (once) and makes one summary call (CC-SUM-3), prepared by
+    /// [`Transaction::prepare`]. Its segments hear `dispatched` once the provider
+    /// answered (even with a reply the summary then refuses), and `release` when it
+    /// was refused, failed or was cancelled.
+    async fn call(&mut self, side: SideCall) -> Result<Output, SummaryFailure> {
         if let Some(limit) = self.care.config.max_summary_calls_per_action
             && self.calls >= limit
         {
@@ -596,17 +656,14 @@ impl Transaction<'_, '_> {
                 .map_err(|error| SummaryFailure::new(error.code(), error.to_string()))?;
             self.start_seq = Some(start.seq());
         }
-        let call = self
-            .llm
-            .prepare_exact(self.config(request))
-            .map_err(|failure| SummaryFailure::new(failure.code.as_str(), failure.message))?;
+        let call = side.call();
         let call_id = call.call_id.clone();
         // Like every request (CC-BUD-6, CC-JNL-2): journaled `ready` and durable, then
         // refused here if its calibrated price is over the summary route's H. A local
         // refusal is not a dispatch and does not count as a call (CC-SUM-4).
         let journal = &self.care.journal;
         if let Err(failure) =
-            crate::gate::check_request(self.care, session, &call, self.run.now_ms).await
+            crate::gate::check_request(self.care, session, call, self.run.now_ms).await
         {
             // An unmount or cancel while the record was written is what happened, not
             // the journal error it caused.
@@ -624,32 +681,25 @@ impl Transaction<'_, '_> {
         }
         let (provider, model) = (call.route.provider.clone(), call.route.model.clone());
         let max_tokens = call.config.max_tokens;
+        let request_only: Vec<RequestOnly> = side
+            .request_only()
+            .iter()
+            .map(|(plugin, messages)| RequestOnly {
+                plugin: plugin.clone(),
+                messages: messages.clone(),
+            })
+            .collect();
         // The signal is any(caller, lifetime) (CC-SER-1): an unmount stops the call.
         let token = self.run.cancel.child_token();
         let lifetime = self.care.lifetime.clone();
-        let mut stream = call.stream(token.clone());
-        let mut assembler = Assembler::new();
-        let mut protocol = None;
-        loop {
-            let chunk = tokio::select! {
-                chunk = stream.next() => chunk,
-                () = lifetime.cancelled(), if !token.is_cancelled() => {
-                    token.cancel();
-                    continue;
-                }
-            };
-            let Some(chunk) = chunk else {
-                break;
-            };
-            if let Err(failure) = assembler.push(&chunk) {
-                protocol = Some(failure);
-                break;
+        // The segments hear how it ended from `complete` (dispatched once answered).
+        let completing = side.complete(token.clone());
+        tokio::pin!(completing);
+        let assembled = loop {
+            tokio::select! {
+                assembled = &mut completing => break assembled,
+                () = lifetime.cancelled(), if !token.is_cancelled() => token.cancel(),
             }
-        }
-        drop(stream);
-        let assembled = match protocol {
-            Some(failure) => assembler.fail(failure),
-            None => assembler.finish(),
         };
         // Settled on the transaction's `compaction/start` (the call has no event of its
         // own; a committed summary's usage is also in `compaction/summary`).
@@ -693,8 +743,9 @@ impl Transaction<'_, '_> {
             return self.fail("SUMMARY_EMPTY", "the summary has no text");
         }
         Ok(Output {
+            request_only,
             summary,
-            raw: serde_json::to_value(&message).unwrap_or(Value::Null),
+            raw: message.clone(),
             usage: assembled.usage,
             call_id,
             provider,
@@ -868,7 +919,11 @@ impl Transaction<'_, '_> {
         let mut last = None;
         for (index, chunk) in chunks.iter().enumerate() {
             let request = self.request_for(view, chunk);
-            match self.call(&request).await {
+            let side = match self.prepare(&request) {
+                Ok(side) => side,
+                Err(failure) => return self.abort(failure),
+            };
+            match self.call(side).await {
                 Ok(output) => {
                     let header = maintenance_texts(self.care.locale)
                         .chunk_header
@@ -1014,25 +1069,40 @@ impl Transaction<'_, '_> {
                     return self.abort(SummaryFailure::new("PRICING_FAILED", error.to_string()));
                 }
             };
-        let mut summary_data = object(json!({
-                "compaction_id": self.compaction_id,
-                "summary": output.summary,
-                "raw_output": output.raw,
-                "usage": output.usage,
-                "provider": output.provider,
-                "model": output.model,
-                "max_tokens": output.max_tokens,
-                "llm_stream_call": true,
-                "call_id": output.call_id,
-                "shadowed_range": [start_seq, end_seq],
-                "shadowed_seqs": candidate,
-                "shadowed_tokens": shadowed_tokens,
-                "coverage": coverage,
-        }));
-        if !self.repairs.is_empty() {
-            summary_data.insert("repairs".to_owned(), json!(self.repairs));
-        }
-        let summary_event = EventDraft::new(ccare_core::kinds::COMPACTION_SUMMARY, summary_data);
+        // MP-3: `request_delta` holds the request-only messages of the call `call_id`
+        // names (a summary call writes no `request/header`), in the shape of a series
+        // delta; absent when the call carried none, as in every older log.
+        let summary_event = EventDraft::typed(&CompactionSummary {
+            compaction_id: self.compaction_id.clone(),
+            summary: output.summary,
+            raw_output: Some(output.raw),
+            usage: Some(output.usage),
+            provider: output.provider,
+            model: output.model,
+            max_tokens: Some(output.max_tokens),
+            llm_stream_call: true,
+            call_id: Some(output.call_id.clone()),
+            shadowed_range: [start_seq, end_seq],
+            shadowed_seqs: candidate.to_vec(),
+            shadowed_tokens,
+            coverage: coverage.as_object().cloned(),
+            repairs: (!self.repairs.is_empty()).then(|| {
+                self.repairs
+                    .iter()
+                    .map(|repair| serde_json::to_value(repair).unwrap_or(Value::Null))
+                    .collect()
+            }),
+            request_delta: (!output.request_only.is_empty()).then(|| RequestDelta {
+                replace_messages: None,
+                append_request_only: Some(output.request_only),
+            }),
+        });
+        let summary_event = match summary_event {
+            Ok(draft) => draft,
+            Err(error) => {
+                return self.abort(SummaryFailure::new("ENCODE_FAILED", error.to_string()));
+            }
+        };
         let summary_seq = match session.append(summary_event) {
             Ok(event) => event.seq(),
             Err(error) => return self.abort(SummaryFailure::new(error.code(), error.to_string())),

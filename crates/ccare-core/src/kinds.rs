@@ -1,7 +1,10 @@
 //! The host's event types and their typed payloads (spec H-EVT-1, H-EVT-2).
 //!
-//! Each type string is defined once, here, beside its payload struct. Payloads decode
-//! only the fields the host reads; the stored `data` keeps everything else.
+//! Each type string is defined once, here, beside its payload struct; every reader
+//! decodes that struct, and every writer encodes it, so a payload has one shape. The
+//! structs keep the field order (and `null` versus absent) the log has always had, so
+//! a stored event decodes and encodes back to its exact bytes. A field a payload does
+//! not know is dropped on decode; the stored `data` keeps it.
 
 use std::borrow::Cow;
 
@@ -10,6 +13,20 @@ use serde_json::Value;
 
 use crate::event::EventData;
 use crate::message::Message;
+
+mod attempt;
+mod compaction;
+mod request;
+mod turn_end;
+
+pub use attempt::{AssistantAttempt, AttemptOutcome, LlmRetry};
+pub use compaction::{CompactionPrune, CompactionSummary, PrunedResult};
+pub use request::{
+    AdapterDefaults, HeaderBody, HeaderExt, HeaderReason, ReplacedMessage, RequestConfig,
+    RequestContext, RequestDelta, RequestEnvelope, RequestHeader, RequestOnly, RequestTool,
+    SeriesConfig, SeriesHeader,
+};
+pub use turn_end::{CancelCause, HostFailure, TurnEndReason, TurnFailure};
 
 /// How a type is registered: whether it may be skipped and whether it may carry a
 /// surface op.
@@ -121,38 +138,6 @@ pub struct TurnStart {
 
 impl EventData for TurnStart {
     const KIND: &'static str = TURN_START;
-}
-
-/// Why a turn ended.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum TurnEndReason {
-    /// The model finished.
-    Completed,
-    /// Cancelled; `cause` says by whom.
-    Aborted {
-        /// `user`, `hook{plugin,reason}`, `shutdown` or `timeout`.
-        cause: Value,
-    },
-    /// A pre-step hook refused the step.
-    Blocked {
-        /// Who refused.
-        by: String,
-        /// Why.
-        detail: String,
-        /// Plugin messages that were never entered.
-        #[serde(default)]
-        unentered: Vec<Value>,
-    },
-    /// The turn failed.
-    Error {
-        /// The failure (code, message, ...).
-        failure: Value,
-    },
-    /// The model hit its output limit.
-    MaxTokens,
-    /// Crash repair closed a turn that was open when the process died.
-    Interrupted,
 }
 
 /// `turn/end{turn, reason}`.
@@ -353,4 +338,49 @@ pub struct SessionEndSeed {
 
 impl EventData for SessionEndSeed {
     const KIND: &'static str = SESSION_END_SEED;
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::event::{Event, EventData, EventDraft};
+
+    /// Decodes `line` as `T` and encodes it back at the same seq and time, asserting
+    /// the exact bytes come back; returns the decoded payload.
+    pub(crate) fn round_trip<T: EventData>(line: &str) -> T {
+        let event = Event::parse(line);
+        assert!(event.is_ok(), "{event:?}");
+        let Ok(event) = event else {
+            unreachable!("asserted");
+        };
+        assert_eq!(event.kind(), T::KIND);
+        let decoded = event.decode::<T>();
+        assert!(decoded.is_ok(), "{line}: {:?}", decoded.err());
+        let Ok(decoded) = decoded else {
+            unreachable!("asserted");
+        };
+        let mut draft = EventDraft::typed(&decoded)
+            .map(|draft| draft.with_sources(event.source_event_seqs().to_vec()));
+        if let (Ok(draft), Some(surface)) = (&mut draft, event.surface()) {
+            draft.surface = Some(surface);
+        }
+        if let Ok(draft) = &mut draft {
+            draft.ignorable = event.is_ignorable();
+        }
+        let encoded = draft.and_then(|draft| Event::encode(event.seq(), event.time_ms(), draft));
+        assert_eq!(
+            encoded.as_ref().map(Event::raw_json),
+            Ok(line),
+            "the typed payload writes back today's bytes"
+        );
+        decoded
+    }
+
+    /// [`round_trip`] for an ignorable kind (asserts the flag is kept).
+    pub(crate) fn round_trip_ignorable<T: EventData>(line: &str) -> T {
+        assert!(
+            Event::parse(line).is_ok_and(|event| event.is_ignorable()),
+            "{line}"
+        );
+        round_trip(line)
+    }
 }

@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use ccare_core::kinds::{
-    self, CompactionEnd, CompactionStart, SessionEndSeed, StepEnd, StepStart, ToolCall, ToolResult,
-    TurnEnd, TurnStart,
+    self, AssistantAttempt, CompactionEnd, CompactionStart, CompactionSummary, SessionEndSeed,
+    StepEnd, StepStart, ToolCall, ToolResult, TurnEnd, TurnStart,
 };
 use ccare_core::{Event, EventData, EventError, Message, Role};
 use serde::Deserialize;
@@ -76,17 +76,6 @@ struct AssistantHead {
     message: Message,
 }
 
-#[derive(Deserialize)]
-struct AttemptHead {
-    turn: u32,
-    step: u32,
-}
-
-#[derive(Deserialize)]
-struct SummaryHead {
-    compaction_id: String,
-}
-
 fn typed<T: EventData>(event: &Event) -> Result<T, EventError> {
     event.decode::<T>()
 }
@@ -124,10 +113,10 @@ pub fn decode(event: &Event) -> Result<Decoded, EventError> {
             }
         }
         kinds::ASSISTANT_ATTEMPT => {
-            let head: AttemptHead = shaped(event)?;
+            let attempt: AssistantAttempt = typed(event)?;
             Decoded::AssistantAttempt {
-                turn: head.turn,
-                step: head.step,
+                turn: attempt.turn,
+                step: attempt.step,
             }
         }
         kinds::TOOL_CALL => Decoded::ToolCall(typed(event)?),
@@ -150,12 +139,9 @@ pub fn decode(event: &Event) -> Result<Decoded, EventError> {
             }
         }
         kinds::COMPACTION_START => Decoded::CompactionStart(typed(event)?),
-        kinds::COMPACTION_SUMMARY => {
-            let head: SummaryHead = shaped(event)?;
-            Decoded::CompactionSummary {
-                compaction_id: head.compaction_id,
-            }
-        }
+        kinds::COMPACTION_SUMMARY => Decoded::CompactionSummary {
+            compaction_id: typed::<CompactionSummary>(event)?.compaction_id,
+        },
         kinds::COMPACTION_END => Decoded::CompactionEnd(typed(event)?),
         kinds::SESSION_END_SEED => {
             typed::<SessionEndSeed>(event)?;

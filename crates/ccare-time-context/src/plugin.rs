@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use ccare_agent::{
-    BoxFuture, HookContext, HookError, Plugin, PluginScope, PreStepDecision, PreStepHook,
-    PreStepInput, PreStepNext,
+    BoxFuture, HookContext, HookError, MountError, Plugin, PluginScope, PreStepDecision,
+    PreStepHook, PreStepInput, PreStepNext,
 };
 use ccare_core::{ContentBlock, Event, Extra, Message, PluginSource, Source};
 use serde_json::{Value, json};
@@ -26,8 +26,8 @@ impl Plugin for TimeContext {
         PLUGIN
     }
 
-    fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
-        let config = TimeContextConfig::from_json(config)?;
+    fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), MountError> {
+        let config = TimeContextConfig::from_json(config).map_err(MountError::Config)?;
         scope.pre_step(Arc::new(ReadingHook { config }), /*outermost*/ true);
         Ok(())
     }
@@ -44,14 +44,18 @@ impl Plugin for TimeContextInvariant {
         crate::invariant::VALIDATOR
     }
 
-    fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), MountError> {
         match config.as_object() {
             Some(table) => {
                 if let Some(key) = table.keys().next() {
-                    return Err(format!("unknown config {key}"));
+                    return Err(MountError::Config(format!("unknown config {key}")));
                 }
             }
-            None => return Err(format!("the config must be a table, got {config}")),
+            None => {
+                return Err(MountError::Config(format!(
+                    "the config must be a table, got {config}"
+                )));
+            }
         }
         scope.validator(invariant_validator());
         Ok(())

@@ -38,7 +38,8 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use ccare_core::{ContentBlock, Event, Message, kinds};
+use ccare_core::kinds::{self, CompactionSummary};
+use ccare_core::{ContentBlock, Event, Message};
 use ccare_llm::{CancellationToken, ToolSpec};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -248,11 +249,6 @@ struct MessageHolder {
     message: Message,
 }
 
-#[derive(Deserialize)]
-struct SummaryHolder {
-    summary: Value,
-}
-
 /// The seq of the `assistant/message` that holds the tool call `call_id`, searching
 /// from the newest event.
 fn own_message_seq(events: &[Arc<Event>], call_id: &str) -> Option<u64> {
@@ -277,12 +273,9 @@ fn searchable_text(event: &Event) -> Cow<'_, str> {
                 Err(_) => raw,
             }
         }
-        kinds::COMPACTION_SUMMARY => match serde_json::from_str::<SummaryHolder>(event.data_json())
-        {
-            Ok(SummaryHolder {
-                summary: Value::String(summary),
-            }) => Cow::Owned(summary),
-            Ok(_) | Err(_) => raw,
+        kinds::COMPACTION_SUMMARY => match event.decode::<CompactionSummary>() {
+            Ok(summary) => Cow::Owned(summary.summary),
+            Err(_) => raw,
         },
         _ => raw,
     }

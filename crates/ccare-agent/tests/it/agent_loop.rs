@@ -216,7 +216,11 @@ impl Plugin for Guard {
         "guard"
     }
 
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         scope.pre_step(Arc::new(Rejecter), false);
         Ok(())
     }
@@ -289,7 +293,11 @@ impl Plugin for Adders {
         "adders"
     }
 
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         scope.pre_step(
             Arc::new(Adder {
                 text: "inner",
@@ -355,7 +363,11 @@ async fn h_hook_5_a_request_error_hook_retry_redispatches_exactly_once() {
         fn name(&self) -> &str {
             "retry"
         }
-        fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        fn mount(
+            &self,
+            _config: &Value,
+            scope: &mut PluginScope<'_>,
+        ) -> Result<(), ccare_agent::MountError> {
             scope.request_error(Arc::new(
                 |_: &HookContext, failure: &ccare_llm::LlmFailure, attempt: u32| {
                     if failure.code == ccare_llm::FailureCode::ContextWindowExceeded && attempt == 1
@@ -388,6 +400,7 @@ async fn h_hook_5_without_a_retry_the_turn_ends_with_the_failure() {
     let Some(TurnEndReason::Error { failure }) = agent.when_idle().await else {
         panic!()
     };
+    let failure = serde_json::to_value(&failure).unwrap();
     assert_eq!(failure["code"], "AUTH_FAILED");
     assert_eq!(
         kinds(&kit.session),
@@ -568,6 +581,7 @@ async fn h_loop_6_the_step_limit_ends_the_turn_with_step_limit() {
     let Some(TurnEndReason::Error { failure }) = agent.when_idle().await else {
         panic!()
     };
+    let failure = serde_json::to_value(&failure).unwrap();
     assert_eq!(failure["code"], "STEP_LIMIT");
     assert_eq!(kit.script.requests().len(), 2);
 }
@@ -649,7 +663,11 @@ async fn h_hook_7_a_failing_request_hook_ends_the_turn_naming_hook_and_plugin() 
         fn name(&self) -> &str {
             "broken"
         }
-        fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        fn mount(
+            &self,
+            _config: &Value,
+            scope: &mut PluginScope<'_>,
+        ) -> Result<(), ccare_agent::MountError> {
             scope.request(Arc::new(
                 |_: &HookContext, _: &mut ccare_llm::CallConfig| {
                     Err(HookError::new("no budget table"))
@@ -665,6 +683,7 @@ async fn h_hook_7_a_failing_request_hook_ends_the_turn_naming_hook_and_plugin() 
     let Some(TurnEndReason::Error { failure }) = agent.when_idle().await else {
         panic!()
     };
+    let failure = serde_json::to_value(&failure).unwrap();
     assert_eq!(
         failure,
         json!({"code": "HOOK_FAILED", "hook": "request", "plugin": "broken", "message": "no budget table"})
@@ -683,7 +702,11 @@ async fn h_gen_3_a_plugin_that_refuses_its_config_leaves_nothing_registered() {
         fn name(&self) -> &str {
             "picky"
         }
-        fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+        fn mount(
+            &self,
+            config: &Value,
+            scope: &mut PluginScope<'_>,
+        ) -> Result<(), ccare_agent::MountError> {
             scope.tool(Arc::new(Echo::new(
                 "picky_tool",
                 Concurrency::ParallelSafe,
@@ -692,10 +715,10 @@ async fn h_gen_3_a_plugin_that_refuses_its_config_leaves_nothing_registered() {
             scope.event_type(ccare_core::kinds::EventTypeSpec::ignorable("picky/note"))?;
             match config.get("level").and_then(Value::as_u64) {
                 Some(_) => Ok(()),
-                None => Err(format!(
+                None => Err(ccare_agent::MountError::Config(format!(
                     "level must be a non-negative integer, got {}",
                     config.get("level").unwrap_or(&Value::Null)
-                )),
+                ))),
             }
         }
     }
@@ -826,7 +849,11 @@ impl Plugin for NoticesAndFeedback {
     fn name(&self) -> &str {
         "notices"
     }
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         scope.boundary(Arc::new(Counter("status")), 100);
         scope.boundary(Arc::new(Counter("collected")), 10);
         scope.request_segment(Arc::clone(&self.0) as Arc<dyn ccare_agent::RequestSegment>);
@@ -908,7 +935,11 @@ impl Plugin for LoopStopper {
     fn name(&self) -> &str {
         "watch"
     }
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         scope.stream(Arc::new(
             |_: &ccare_agent::StreamContext, chunk: &ccare_llm::Chunk| match chunk {
                 ccare_llm::Chunk::TextDelta { text, .. } if text.contains("again") => {
@@ -932,6 +963,7 @@ async fn h_cancel_1_a_stream_observer_cancels_with_a_hook_cause_and_keeps_the_ou
     let Some(TurnEndReason::Aborted { cause }) = agent.when_idle().await else {
         panic!()
     };
+    let cause = serde_json::to_value(&cause).unwrap();
     assert_eq!(
         cause,
         json!({"kind": "hook", "plugin": "watch", "reason": "line-repeat"})
@@ -979,7 +1011,11 @@ impl Plugin for Nudger {
     fn name(&self) -> &str {
         "nudger"
     }
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         scope.turn_stopping(Arc::new(Nudge(AtomicUsize::new(0))));
         scope.idle(Arc::new(Idle(Arc::clone(&self.0))));
         Ok(())
@@ -1014,7 +1050,11 @@ impl Plugin for Stateful {
     fn name(&self) -> &str {
         "context-care"
     }
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         scope.control_source(ccare_agent::controls::context_care_catalog())?;
         *self.0.lock() = Some(scope.domains());
         Ok(())
@@ -1180,7 +1220,11 @@ impl Plugin for Gates {
     fn name(&self) -> &str {
         "gates"
     }
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         for (name, refuse) in [("a", false), ("b", self.refuse_second), ("c", false)] {
             scope.request_gate(Arc::new(Recorder {
                 name,
@@ -1313,7 +1357,11 @@ impl Plugin for FlipPlugin {
     fn name(&self) -> &str {
         "flip"
     }
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         scope.control_source(ccare_agent::controls::ControlSource::new(
             "flip",
             vec![ccare_agent::controls::ControlRule::new(
@@ -1376,7 +1424,11 @@ impl Plugin for TwoSegments {
     fn name(&self) -> &str {
         "two-segments"
     }
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         scope.request_segment(Arc::clone(&self.0) as Arc<dyn ccare_agent::RequestSegment>);
         scope.request_segment(Arc::new(Completion));
         Ok(())
@@ -1436,7 +1488,11 @@ impl Plugin for SlowBoundary {
     fn name(&self) -> &str {
         "slow-boundary"
     }
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         scope.boundary(Arc::new(UntilCancelled(Arc::clone(&self.0))), 100);
         Ok(())
     }
@@ -1463,4 +1519,145 @@ async fn h_cancel_1_a_cancel_during_the_boundary_sends_no_request_and_logs_no_st
         data(&kit.session, "step/start").is_empty(),
         "the step never started"
     );
+}
+
+/// A segment for side calls of purpose `compaction` (like a scoped prompt bound to
+/// summaries), counting what it was told.
+#[derive(Default)]
+struct ForSummaries {
+    reserved: std::sync::Mutex<Vec<String>>,
+    dispatched: std::sync::Mutex<Vec<String>>,
+    released: std::sync::Mutex<Vec<String>>,
+}
+
+impl ccare_agent::RequestSegment for ForSummaries {
+    fn preview(&self, _context: &HookContext) -> Vec<Message> {
+        vec![notice("shaper", "summaries: keep file paths")]
+    }
+    fn reserve(&self, context: &HookContext, call_id: &str) -> Vec<Message> {
+        self.reserved.lock().unwrap().push(call_id.to_owned());
+        self.preview(context)
+    }
+    fn dispatched(&self, _context: &HookContext, call_id: &str) {
+        self.dispatched.lock().unwrap().push(call_id.to_owned());
+    }
+    fn release(&self, _context: &HookContext, call_id: &str) {
+        self.released.lock().unwrap().push(call_id.to_owned());
+    }
+    fn serves_side(&self, purpose: ccare_llm::Purpose) -> bool {
+        purpose == ccare_llm::Purpose::Compaction
+    }
+}
+
+struct Shaper(Arc<ForSummaries>, Arc<Feedback>);
+
+impl Plugin for Shaper {
+    fn name(&self) -> &str {
+        "shaper"
+    }
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
+        scope.request(Arc::new(
+            |_context: &HookContext, config: &mut ccare_llm::CallConfig| match config.purpose {
+                ccare_llm::Purpose::SessionTitle => Err(HookError::new("no titles here")),
+                _ => {
+                    config.system = Some(format!("shaped for {}", config.purpose));
+                    Ok(())
+                }
+            },
+        ));
+        scope.request_segment(Arc::clone(&self.0) as Arc<dyn ccare_agent::RequestSegment>);
+        // Conversation-only (the default): never on a side call.
+        scope.request_segment(Arc::clone(&self.1) as Arc<dyn ccare_agent::RequestSegment>);
+        Ok(())
+    }
+}
+
+fn side_config(purpose: ccare_llm::Purpose) -> ccare_llm::CallConfig {
+    ccare_llm::CallConfig {
+        model: "s/summary".to_owned(),
+        messages: vec![ccare_llm::RequestMessage::user(Message::from_blocks(vec![
+            ContentBlock::text("the transcript"),
+        ]))],
+        purpose,
+        ..ccare_llm::CallConfig::default()
+    }
+}
+
+#[tokio::test]
+async fn mp_3_a_side_request_runs_the_request_hooks_and_carries_the_segments_serving_it() {
+    let kit = kit("{\"text\": \"the summary\"}").await;
+    let summaries = Arc::new(ForSummaries::default());
+    let feedback = Arc::new(Feedback::default());
+    kit.host
+        .mount(
+            &Shaper(Arc::clone(&summaries), Arc::clone(&feedback)),
+            &json!({}),
+        )
+        .unwrap();
+    let side = kit.host.side_requests();
+    let context = HookContext {
+        session: kit.session.clone(),
+        turn: 1,
+        step: 0,
+        cancel: ccare_llm::CancellationToken::new(),
+        clock: Arc::new(SystemClock),
+    };
+    let call = side
+        .prepare(&context, side_config(ccare_llm::Purpose::Compaction))
+        .unwrap();
+    let call_id = call.call().call_id.clone();
+    assert_eq!(call.call().route.name(), "s/summary", "the exact route");
+    assert_eq!(
+        call.request_only()
+            .iter()
+            .map(|(owner, messages)| (owner.as_str(), messages.len()))
+            .collect::<Vec<_>>(),
+        [("shaper", 1)]
+    );
+    let assembled = call.complete(context.cancel.clone()).await;
+    assert_eq!(assembled.finish, ccare_llm::Finish::Stop);
+    assert_eq!(assembled.text(), "the summary");
+    // What the provider received: the hook's system prompt, the messages, then the
+    // segment's request-only message last; the conversation-only segment absent.
+    let requests = kit.script.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].config.system.as_deref(),
+        Some("shaped for compaction")
+    );
+    assert_eq!(
+        texts_of(&requests[0]),
+        ["the transcript", "summaries: keep file paths"]
+    );
+    assert_eq!(feedback.reserved.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        *summaries.reserved.lock().unwrap(),
+        std::slice::from_ref(&call_id)
+    );
+    assert_eq!(*summaries.dispatched.lock().unwrap(), [call_id]);
+    assert!(summaries.released.lock().unwrap().is_empty());
+
+    // A prepared call that is never sent releases its reservation, once.
+    let unsent = side
+        .prepare(&context, side_config(ccare_llm::Purpose::Compaction))
+        .unwrap();
+    let unsent_id = unsent.call().call_id.clone();
+    drop(unsent);
+    assert_eq!(*summaries.released.lock().unwrap(), [unsent_id]);
+    assert_eq!(summaries.dispatched.lock().unwrap().len(), 1);
+
+    // A failing request hook refuses the call, named by its plugin; nothing reserved.
+    let error = side
+        .prepare(&context, side_config(ccare_llm::Purpose::SessionTitle))
+        .err()
+        .unwrap();
+    assert_eq!(error.code(), "HOOK_FAILED");
+    assert_eq!(error.to_string(), "request hook of shaper: no titles here");
+    assert_eq!(summaries.reserved.lock().unwrap().len(), 2);
+    // A side call writes nothing to the session log.
+    assert!(kinds(&kit.session).is_empty(), "{:?}", kinds(&kit.session));
 }

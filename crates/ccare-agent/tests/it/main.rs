@@ -7,4 +7,7 @@ mod agent_loop;
 mod controls;
 mod crash;
 mod domains;
+mod instructions;
+mod plugin_errors;
 mod tools;
+mod typed_events;

@@ -301,16 +301,21 @@ async fn a13_with_unknown_capacity_a_boundary_alone_compacts_nothing() {
         .collect();
     // The plugin is handed a route whose capacity is unknown, as for a model nobody
     // configured (the adapter itself still knows its window).
-    let rig = rig_with(&script.join("\n"), json!({}), None, &|care| {
-        care.with_route(RouteSnapshot {
-            provider: "s".to_owned(),
-            model: "small".to_owned(),
-            context_window: None,
-            max_output_tokens: None,
-            image_tokens: ccare_meter::DEFAULT_IMAGE_TOKENS,
-            tokenizer: None,
-        })
-    })
+    let rig = rig_with(
+        &script.join("\n"),
+        json!({"quiet_start": false}),
+        None,
+        &|care| {
+            care.with_route(RouteSnapshot {
+                provider: "s".to_owned(),
+                model: "small".to_owned(),
+                context_window: None,
+                max_output_tokens: None,
+                image_tokens: ccare_meter::DEFAULT_IMAGE_TOKENS,
+                tokenizer: None,
+            })
+        },
+    )
     .await;
     for index in 0..TURNS {
         let prompt = user_message_of(&index.to_string(), 2_200);

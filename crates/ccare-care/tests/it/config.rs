@@ -49,8 +49,23 @@ fn cc_cfg_1_defaults() {
     assert_eq!(config.max_summary_repair_retries, None);
     assert_eq!(config.max_summary_calls_per_action, None);
     assert_eq!(config.summary, SummaryConfig::default());
+    assert!(config.quiet_start);
     assert!(config.warnings.is_empty());
     assert_eq!(config.advertised_max_note_chars(), 8000);
+}
+
+#[test]
+fn quiet_start_is_a_boolean() {
+    assert!(load(json!({"quiet_start": true})).quiet_start);
+    assert!(!load(json!({"quiet_start": false})).quiet_start);
+    assert_eq!(
+        error(json!({"quiet_start": "no"})),
+        "quiet_start must be true or false, got \"no\""
+    );
+    assert_eq!(
+        error(json!({"quiet_start": 0})),
+        "quiet_start must be true or false, got 0"
+    );
 }
 
 #[test]
@@ -78,6 +93,7 @@ fn cc_cfg_1_every_key_is_read() {
         "max_summary_repair_retries": 0,
         "max_summary_calls_per_action": 1,
         "summary": {"provider": "p", "model": "m", "max_tokens": 7, "max_retries": 0},
+        "quiet_start": false,
     }));
     let expected = CareConfig {
         budget_ratio: 0.7,
@@ -107,6 +123,7 @@ fn cc_cfg_1_every_key_is_read() {
             max_tokens: Some(7),
             max_retries: Some(0),
         },
+        quiet_start: false,
         warnings: Vec::new(),
     };
     assert_eq!(config, expected);

@@ -20,7 +20,7 @@ fn only_record(records: &[(String, Value)]) -> (&str, &Value) {
 async fn cc_jnl_2_a_completed_request_is_ready_dispatched_then_settled() {
     let rig = rig(
         r#"{"text": "one", "usage": {"input": 900, "cache_read": 100, "output": 12}}"#,
-        json!({}),
+        json!({"quiet_start": false}),
         Some(16_000),
         true,
     )
@@ -140,6 +140,7 @@ async fn cc_jnl_2_a_refused_request_is_journaled_not_dispatched() {
     let Some(TurnEndReason::Error { failure }) = end else {
         panic!("{end:?}")
     };
+    let failure = serde_json::to_value(&failure).unwrap();
     assert_eq!(failure["code"], "REQUEST_BUDGET_EXCEEDED");
     let records = rig.journal().await;
     let (_, record) = only_record(&records);

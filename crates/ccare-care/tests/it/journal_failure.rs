@@ -167,6 +167,7 @@ async fn cc_jnl_1_a_failed_journal_write_keeps_the_request_home_and_says_why() {
     let Some(TurnEndReason::Error { failure }) = end else {
         panic!("{end:?}")
     };
+    let failure = serde_json::to_value(&failure).unwrap();
     let message = failure["message"].as_str().unwrap();
     assert!(message.contains("disk full"), "{failure}");
     assert!(message.contains("context_care_requests"), "{failure}");

@@ -5,6 +5,7 @@
 
 mod acceptance;
 mod budget;
+mod categories;
 mod config;
 mod hysteresis;
 mod journal;
@@ -15,10 +16,13 @@ mod overflow;
 mod passes;
 mod plugin;
 mod pricing;
+mod quiet_start;
 mod repair;
 mod rest;
 mod rig;
 mod simulation;
 mod status;
 mod summary_route;
+mod summary_side;
 mod tone;
+mod typed_events;

@@ -12,7 +12,7 @@ use crate::rig::rig;
 async fn cc_ntc_1_the_notice_ends_the_batch_and_cc_ntc_2_is_not_repeated_unchanged() {
     let rig = rig(
         "{\"text\": \"one\"}\n{\"text\": \"two\"}",
-        json!({}),
+        json!({"quiet_start": false}),
         Some(16_000),
         true,
     )

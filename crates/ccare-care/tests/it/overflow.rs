@@ -109,6 +109,7 @@ async fn cc_ovf_3_without_overflow_retry_the_original_failure_stands() {
     let Some(TurnEndReason::Error { failure }) = end else {
         panic!("{end:?}")
     };
+    let failure = serde_json::to_value(&failure).unwrap();
     assert_eq!(
         failure["code"], "CONTEXT_WINDOW_EXCEEDED",
         "the original failure"
@@ -197,6 +198,7 @@ async fn cc_sum_1_overflow_summary_off_is_journaled_as_control_disabled() {
     let Some(TurnEndReason::Error { failure }) = end else {
         panic!("{end:?}")
     };
+    let failure = serde_json::to_value(&failure).unwrap();
     assert_eq!(
         failure["code"], "CONTEXT_WINDOW_EXCEEDED",
         "the original failure"

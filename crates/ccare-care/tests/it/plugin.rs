@@ -26,6 +26,7 @@ async fn cc_bud_6_a_request_over_the_hard_budget_never_leaves_the_machine() {
     let Some(TurnEndReason::Error { failure }) = end else {
         panic!("{end:?}")
     };
+    let failure = serde_json::to_value(&failure).unwrap();
     assert_eq!(failure["code"], "REQUEST_BUDGET_EXCEEDED");
     let message = failure["message"].as_str().unwrap();
     assert!(
@@ -71,6 +72,7 @@ async fn cc_bud_6_a6_the_terminal_error_carries_origin_budget_and_budget_kind() 
     let Some(TurnEndReason::Error { failure }) = end else {
         panic!("{end:?}")
     };
+    let failure = serde_json::to_value(&failure).unwrap();
     // The turn/end in the log, read back as stored.
     let stored = &rig.events("turn/end")[0].1["reason"];
     let (_, ready) = rig

@@ -475,7 +475,7 @@ async fn cc_ctl_3_report_off_drops_the_levels_but_a_requested_rest_still_reports
         r#"{"text": "ok"}"#.to_owned(),
     ]
     .join("\n");
-    let rig = rig(&script, json!({}), Some(16_000), true).await;
+    let rig = rig(&script, json!({"quiet_start": false}), Some(16_000), true).await;
     patch(&rig, "state", "report", false).await;
     rig.turn("hello").await;
     let plain = plugin_messages(&rig, STATE_SOURCE);
@@ -598,7 +598,13 @@ fn cc_ntc_6_levels_parse_from_either_locale() {
 #[tokio::test]
 async fn cc_ntc_6_the_projection_follows_the_latest_notice() {
     use ccare_care::numeric::{NUMERIC_KEY, NumericProjection};
-    let rig = rig(r#"{"text": "one"}"#, json!({}), Some(16_000), true).await;
+    let rig = rig(
+        r#"{"text": "one"}"#,
+        json!({"quiet_start": false}),
+        Some(16_000),
+        true,
+    )
+    .await;
     rig.turn("hello").await;
     let state = rig
         .session
@@ -748,7 +754,7 @@ impl ccare_agent::Plugin for BigSegment {
         &self,
         _config: &Value,
         scope: &mut ccare_agent::PluginScope<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ccare_agent::MountError> {
         scope.request_segment(std::sync::Arc::new(BigSegment));
         Ok(())
     }
@@ -756,8 +762,20 @@ impl ccare_agent::Plugin for BigSegment {
 
 #[tokio::test]
 async fn cc_met_4_request_only_segments_count_in_the_load_not_in_what_is_retained() {
-    let plain = rig(r#"{"text": "one"}"#, json!({}), Some(16_000), true).await;
-    let segmented = rig(r#"{"text": "one"}"#, json!({}), Some(16_000), true).await;
+    let plain = rig(
+        r#"{"text": "one"}"#,
+        json!({"quiet_start": false}),
+        Some(16_000),
+        true,
+    )
+    .await;
+    let segmented = rig(
+        r#"{"text": "one"}"#,
+        json!({"quiet_start": false}),
+        Some(16_000),
+        true,
+    )
+    .await;
     segmented.host.mount(&BigSegment, &json!({})).unwrap();
     plain.turn("hello").await;
     segmented.turn("hello").await;
@@ -1177,7 +1195,7 @@ impl ccare_agent::Plugin for InnerReplacer {
         &self,
         _config: &Value,
         scope: &mut ccare_agent::PluginScope<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), ccare_agent::MountError> {
         scope.pre_step(std::sync::Arc::new(InnerReplacer), false);
         Ok(())
     }

@@ -239,7 +239,9 @@ async fn a_long_session_stays_within_budget_and_keeps_its_task() {
         agent.prompt(prompt);
         match agent.when_idle().await {
             Some(TurnEndReason::Completed) => {}
-            Some(TurnEndReason::Error { failure }) => failed_turns.push((turn, failure)),
+            Some(TurnEndReason::Error { failure }) => {
+                failed_turns.push((turn, serde_json::to_value(&failure).unwrap()));
+            }
             other => panic!("turn {turn}: {other:?}"),
         }
     }

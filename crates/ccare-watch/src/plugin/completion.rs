@@ -101,9 +101,10 @@ pub(crate) fn mount(
     config: Option<&Value>,
     locale: Locale,
     scope: &mut PluginScope<'_>,
-) -> Result<(), String> {
+) -> Result<(), ccare_agent::MountError> {
     let config = match config {
-        Some(table) => CompletionConfig::from_json(table).map_err(|error| error.to_string())?,
+        Some(table) => CompletionConfig::from_json(table)
+            .map_err(|error| ccare_agent::MountError::Config(error.to_string()))?,
         None => CompletionConfig::default(),
     };
     scope.control_source(completion_catalog(&config))?;

@@ -33,8 +33,8 @@ use std::sync::Arc;
 
 use ccare_agent::controls::{ControlAction, ControlRule, ControlSource, Controls};
 use ccare_agent::{
-    BoxFuture, HookContext, HookError, Plugin, PluginScope, PreStepDecision, PreStepHook,
-    PreStepInput, PreStepNext, StreamContext, StreamObserver, StreamVerdict,
+    BoxFuture, HookContext, HookError, MountError, Plugin, PluginScope, PreStepDecision,
+    PreStepHook, PreStepInput, PreStepNext, StreamContext, StreamObserver, StreamVerdict,
 };
 use ccare_core::{ContentBlock, Event, Extra, Locale, Message, PluginSource, SessionId, Source};
 use ccare_llm::Chunk;
@@ -181,9 +181,11 @@ impl Plugin for StreamWatchPlugin {
         "stream-watch"
     }
 
-    fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), MountError> {
         let Some(table) = config.as_object() else {
-            return Err(format!("the table must be an object, got {config}"));
+            return Err(MountError::Config(format!(
+                "the table must be an object, got {config}"
+            )));
         };
         if let Some(key) = table.keys().find(|key| {
             !matches!(
@@ -191,40 +193,38 @@ impl Plugin for StreamWatchPlugin {
                 "triggers" | "completion" | "tool_loop" | prompts::CONFIG_KEY
             )
         }) {
-            return Err(format!("unknown config {key}"));
+            return Err(MountError::Config(format!("unknown config {key}")));
         }
         let triggers = match table.get("triggers") {
-            Some(Value::Object(overrides)) => {
-                Triggers::with_overrides(overrides).map_err(|error| format!("triggers: {error}"))?
-            }
-            Some(list @ Value::Array(_)) => {
-                Triggers::from_json(list).map_err(|error| format!("triggers: {error}"))?
-            }
+            Some(Value::Object(overrides)) => Triggers::with_overrides(overrides)
+                .map_err(|error| MountError::Config(format!("triggers: {error}")))?,
+            Some(list @ Value::Array(_)) => Triggers::from_json(list)
+                .map_err(|error| MountError::Config(format!("triggers: {error}")))?,
             Some(other) => {
-                return Err(format!(
+                return Err(MountError::Config(format!(
                     "triggers must be a table of overrides by trigger id, or an array, got {other}"
-                ));
+                )));
             }
             None => Triggers::defaults(),
         };
         let prompt_rules = prompts::parse_prompt_rules(table.get(prompts::CONFIG_KEY))
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| MountError::Config(error.to_string()))?;
         let tool_loop: crate::tool_loop::ToolLoopConfig = match table.get("tool_loop") {
             Some(value) => serde_json::from_value(value.clone())
-                .map_err(|error| format!("tool_loop: {error}"))?,
+                .map_err(|error| MountError::Config(format!("tool_loop: {error}")))?,
             None => crate::tool_loop::ToolLoopConfig::default(),
         };
-        tool_loop.validate()?;
+        tool_loop.validate().map_err(MountError::Config)?;
         if let Some(trigger) = triggers
             .as_slice()
             .iter()
             .find(|trigger| rule_of(trigger.id()).chars().count() > MAX_RULE_ID_CHARS)
         {
-            return Err(format!(
+            return Err(MountError::Config(format!(
                 "triggers: the id {:?} is too long for its control rule stream-<id> (at most {} characters)",
                 trigger.id(),
                 MAX_RULE_ID_CHARS - rule_of("").chars().count()
-            ));
+            )));
         }
         scope.control_source(watch_catalog(&triggers))?;
         let watch = Arc::new(Watch {

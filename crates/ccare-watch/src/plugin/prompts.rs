@@ -10,6 +10,8 @@
 //!   call being prepared (a request segment is told only the call id), a request
 //!   segment appends ONE request-only user message (prompts, then feedback, joined by
 //!   a blank line; source kind [`PROMPTS_KIND`]) after every surface message (MP-3),
+//!   also to the side calls of a purpose some rule names (context care's summaries,
+//!   purpose `compaction`, go through the host's `SideRequests`),
 //!   and, when an `output-pattern` rule exists, the feedback episodes (in the storage
 //!   domain [`FEEDBACK_DOMAIN`]), observed at pre-step time and delivered through the
 //!   segment.
@@ -21,7 +23,9 @@
 //!
 //! The kernel logs the segment's message in the request's `request/header{reason:
 //! series}` delta; its provenance (`contextCarePrompt{callId, segments, message}`)
-//! travels in the message's source, so it lands in that same delta.
+//! travels in the message's source, so it lands in that same delta. A side call has
+//! no `request/header`: its caller logs the message with its own events (context care
+//! in `compaction/summary.request_delta`).
 
 mod feedback;
 
@@ -33,7 +37,9 @@ use ccare_agent::{
     BoxFuture, HookContext, HookError, PluginScope, PreStepDecision, PreStepHook, PreStepInput,
     PreStepNext, RequestGate, RequestHook, RequestSegment,
 };
-use ccare_core::kinds::{ASSISTANT_MESSAGE, AssistantMessage, COMPACTION_SUMMARY};
+use ccare_core::kinds::{
+    ASSISTANT_MESSAGE, AssistantMessage, COMPACTION_SUMMARY, CompactionSummary,
+};
 use ccare_core::{
     ContentBlock, Event, Extra, LlmFailure, Message, PluginSource, SessionId, Source,
 };
@@ -506,19 +512,10 @@ pub fn last_dispatched_route(events: &[Arc<Event>], purpose: Purpose) -> Option<
             .iter()
             .rev()
             .filter(|event| event.kind() == COMPACTION_SUMMARY)
-            .find_map(|event| {
-                let route: SummaryRoute = serde_json::from_str(event.data_json()).ok()?;
-                Some(RouteRef::new(route.provider, route.model))
-            }),
+            .find_map(|event| event.decode::<CompactionSummary>().ok())
+            .map(|summary| RouteRef::new(summary.provider, summary.model)),
         _ => None,
     }
-}
-
-/// The route fields of a `compaction/summary` event.
-#[derive(serde::Deserialize)]
-struct SummaryRoute {
-    provider: String,
-    model: String,
 }
 
 /// Validates the `model_scoped_prompts` rules and registers them into the
@@ -526,7 +523,10 @@ struct SummaryRoute {
 /// hook (the call's route and purpose), the request segment, and for
 /// `output-pattern` rules a pre-step hook (observation) and a request gate (makes a
 /// reservation durable before dispatch). No rules: nothing is registered.
-pub fn register(rules: Vec<PromptRule>, scope: &mut PluginScope<'_>) -> Result<(), String> {
+pub fn register(
+    rules: Vec<PromptRule>,
+    scope: &mut PluginScope<'_>,
+) -> Result<(), ccare_agent::MountError> {
     if rules.is_empty() {
         return Ok(());
     }
@@ -538,7 +538,8 @@ pub fn register(rules: Vec<PromptRule>, scope: &mut PluginScope<'_>) -> Result<(
         rules,
         controls: scope.controls(),
         feedback: FeedbackStore::new(scope.domains()),
-        calls: Mutex::new(HashMap::new()),
+        preparing: Mutex::new(HashMap::new()),
+        prepared: Mutex::new(HashMap::new()),
         dispatched: Mutex::new(HashMap::new()),
         reservations: Mutex::new(HashMap::new()),
     });
@@ -575,11 +576,17 @@ struct ScopedPrompts {
     rules: Vec<PromptRule>,
     controls: Controls,
     feedback: FeedbackStore,
-    /// Per session, the route of its latest prepared call (set by the request hook,
-    /// read by the segment, which is told only the call id).
-    calls: Mutex<HashMap<SessionId, CallRoute>>,
+    /// Per session, the route and purpose of the call being prepared: set by the
+    /// request hook, taken by the segment's `reserve`, which is told only the call id.
+    preparing: Mutex<HashMap<SessionId, CallRoute>>,
+    /// Per session and purpose, the route of its latest prepared call, for previews
+    /// (which price a conversation request): a summary's side call in between does
+    /// not change what the next conversation request is priced with.
+    prepared: Mutex<HashMap<(SessionId, Purpose), RouteRef>>,
     /// Per session and purpose, the route of the last call this process dispatched
-    /// (MP-2): set when every gate passed, so a call that then failed counts.
+    /// (MP-2). Conversation calls: set by the gate when every gate passed, so a call
+    /// that then failed counts. Side calls (a summary, purpose `compaction`), which
+    /// no gate sees: set by the segment when the call was answered.
     dispatched: Mutex<HashMap<(SessionId, Purpose), RouteRef>>,
     /// Per call id.
     reservations: Mutex<HashMap<String, Reservation>>,
@@ -697,16 +704,18 @@ impl ScopedPrompts {
             .with_log(|log| last_dispatched_route(log.events(), purpose))
     }
 
-    /// The route a preview prices: the session's latest prepared call, else the last
-    /// dispatched one. The call about to be prepared is not known yet at the step
-    /// boundary, so after a route change the preview may differ from the request.
+    /// The conversation call a preview prices: the route of the session's latest
+    /// prepared conversation call, else the last dispatched one. The call about to be
+    /// prepared is not known yet at the step boundary, so after a route change the
+    /// preview may differ from the request.
     fn preview_call(&self, session: &SessionId, previous: Option<&RouteRef>) -> Option<CallRoute> {
-        self.calls.lock().get(session).cloned().or_else(|| {
-            previous.map(|route| CallRoute {
-                route: route.clone(),
-                purpose: Purpose::Conversation,
-            })
-        })
+        let purpose = Purpose::Conversation;
+        self.prepared
+            .lock()
+            .get(&(session.clone(), purpose))
+            .cloned()
+            .or_else(|| previous.cloned())
+            .map(|route| CallRoute { route, purpose })
     }
 }
 
@@ -737,25 +746,25 @@ fn segment_message(composed: &Composed, call_id: Option<&str>) -> Option<Message
     Some(message)
 }
 
-/// Notes the route and purpose of each call as it is prepared; edits nothing.
+/// Notes the route and purpose of each call as it is prepared (conversation requests
+/// and side calls alike); edits nothing.
 struct CallRoutes(Arc<ScopedPrompts>);
 
 impl RequestHook for CallRoutes {
     fn edit(&self, context: &HookContext, config: &mut CallConfig) -> Result<(), HookError> {
         let session = context.session.id();
-        let mut calls = self.0.calls.lock();
-        match RouteRef::from_model_ref(&config.model) {
+        let purpose = config.purpose;
+        let route = RouteRef::from_model_ref(&config.model);
+        let mut prepared = self.0.prepared.lock();
+        let mut preparing = self.0.preparing.lock();
+        match route {
             Some(route) => {
-                calls.insert(
-                    session.clone(),
-                    CallRoute {
-                        route,
-                        purpose: config.purpose,
-                    },
-                );
+                prepared.insert((session.clone(), purpose), route.clone());
+                preparing.insert(session.clone(), CallRoute { route, purpose });
             }
             None => {
-                calls.remove(session);
+                prepared.remove(&(session.clone(), purpose));
+                preparing.remove(session);
             }
         }
         Ok(())
@@ -767,14 +776,10 @@ struct PromptSegment(Arc<ScopedPrompts>);
 
 impl RequestSegment for PromptSegment {
     fn preview(&self, context: &HookContext) -> Vec<Message> {
+        // A preview prices the step's conversation request (BoundaryContext).
         let prompts = &self.0;
         let session = context.session.id();
-        let purpose = prompts
-            .calls
-            .lock()
-            .get(session)
-            .map_or(Purpose::Conversation, |call| call.purpose);
-        let previous = prompts.previous(context, purpose);
+        let previous = prompts.previous(context, Purpose::Conversation);
         let Some(call) = prompts.preview_call(session, previous.as_ref()) else {
             return Vec::new();
         };
@@ -785,7 +790,7 @@ impl RequestSegment for PromptSegment {
     fn reserve(&self, context: &HookContext, call_id: &str) -> Vec<Message> {
         let prompts = &self.0;
         let session = context.session.id();
-        let Some(call) = prompts.calls.lock().get(session).cloned() else {
+        let Some(call) = prompts.preparing.lock().remove(session) else {
             return Vec::new();
         };
         let previous = prompts.previous(context, call.purpose);
@@ -815,6 +820,12 @@ impl RequestSegment for PromptSegment {
             prompts.feedback.dispatched(key, segment_id);
         }
         if reservation.purpose != Purpose::Conversation {
+            // MP-2 for side calls: no gate sees them, so the answered call is the
+            // last dispatched route of its purpose.
+            prompts.dispatched.lock().insert(
+                (reservation.session, reservation.purpose),
+                reservation.route,
+            );
             return;
         }
         // OP-6: a dispatch on this route supersedes the pendings of other routes it
@@ -838,6 +849,18 @@ impl RequestSegment for PromptSegment {
         // OP-6 has no rollback: a reserved feedback stays `delivery-unknown` with its
         // delivery counted, and is offered again up to `maxDeliveries`.
         self.0.reservations.lock().remove(call_id);
+    }
+
+    /// Side calls (context care's summaries, purpose `compaction`; session titles) of
+    /// a purpose some rule names (MP-1 `purposes`, MP-3). Feedback is conversation-only
+    /// (`compose`), so a side call carries prompts only.
+    fn serves_side(&self, purpose: Purpose) -> bool {
+        purpose != Purpose::Conversation
+            && self
+                .0
+                .rules
+                .iter()
+                .any(|rule| rule.purposes.contains(&purpose))
     }
 }
 

@@ -55,7 +55,11 @@ impl Plugin for PreviewProbe {
         "preview-probe"
     }
 
-    fn mount(&self, _config: &Value, scope: &mut PluginScope<'_>) -> Result<(), String> {
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
         scope.boundary(Arc::new(PreviewProbe(Arc::clone(&self.0))), 0);
         Ok(())
     }
@@ -732,4 +736,150 @@ async fn op_6_ac_18_a_dispatch_on_another_route_supersedes_unless_carried() {
         ["source"]["contextCarePrompt"]["segments"][0];
     assert_eq!(segment["carried"], true);
     assert_eq!(segment["sourceRoute"], "s/a");
+}
+
+/// A plugin that makes its own `compaction` call through the host's side requests
+/// before each step (as context care's summaries do), on the next route of `models`,
+/// and records how each ended.
+struct SideCaller {
+    models: Mutex<Vec<&'static str>>,
+    finishes: Mutex<Vec<ccare_llm::Finish>>,
+}
+
+struct SideCallHook(Arc<SideCaller>, ccare_agent::SideRequests);
+
+impl ccare_agent::PreStepHook for SideCallHook {
+    fn call<'a>(
+        &'a self,
+        context: &'a ccare_agent::HookContext,
+        input: ccare_agent::PreStepInput,
+        next: ccare_agent::PreStepNext<'a>,
+    ) -> BoxFuture<'a, Result<ccare_agent::PreStepDecision, HookError>> {
+        Box::pin(async move {
+            let model = self.0.models.lock().remove(0);
+            let config = ccare_llm::CallConfig {
+                model: model.to_owned(),
+                messages: vec![ccare_llm::RequestMessage::user(
+                    ccare_core::Message::from_blocks(vec![ContentBlock::text("summarize")]),
+                )],
+                purpose: Purpose::Compaction,
+                ..ccare_llm::CallConfig::default()
+            };
+            let side = self
+                .1
+                .prepare(context, config)
+                .map_err(|error| HookError::new(error.to_string()))?;
+            let assembled = side.complete(context.cancel.clone()).await;
+            self.0.finishes.lock().push(assembled.finish);
+            next.run(input).await
+        })
+    }
+}
+
+struct SideCallerPlugin(Arc<SideCaller>);
+
+impl Plugin for SideCallerPlugin {
+    fn name(&self) -> &str {
+        "side-caller"
+    }
+
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
+        let hook = SideCallHook(Arc::clone(&self.0), scope.side_requests());
+        scope.pre_step(Arc::new(hook), false);
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn mp_3_a_compaction_prompt_reaches_side_calls_and_never_the_conversation() {
+    let mut summary = rule("sum", "a", "static", "Summarize for {boundModelLabel}.");
+    summary["purposes"] = json!(["compaction"]);
+    let mut moved = rule(
+        "sum-switch",
+        "a",
+        "model-switch",
+        "Summaries moved to {boundModelLabel}.",
+    );
+    moved["purposes"] = json!(["compaction"]);
+    let rig = rig(
+        &[
+            reply("summary one"),
+            reply("one"),
+            reply("summary two"),
+            reply("two"),
+        ],
+        json!([
+            rule("talk", "a", "static", "You are {boundModelLabel}."),
+            summary,
+            moved
+        ]),
+    )
+    .await;
+    let caller = Arc::new(SideCaller {
+        models: Mutex::new(vec!["s/b", "s/a"]),
+        finishes: Mutex::new(Vec::new()),
+    });
+    rig.host
+        .mount(&SideCallerPlugin(Arc::clone(&caller)), &json!({}))
+        .unwrap();
+    assert_eq!(rig.turn("first").await, Some(TurnEndReason::Completed));
+    assert_eq!(rig.turn("second").await, Some(TurnEndReason::Completed));
+    assert_eq!(
+        *caller.finishes.lock(),
+        [ccare_llm::Finish::Stop, ccare_llm::Finish::Stop]
+    );
+    let requests = rig.script.requests();
+    let purposes: Vec<Purpose> = requests
+        .iter()
+        .map(|request| request.config.purpose)
+        .collect();
+    assert_eq!(
+        purposes,
+        [
+            Purpose::Compaction,
+            Purpose::Conversation,
+            Purpose::Compaction,
+            Purpose::Conversation
+        ]
+    );
+    // Exact on route and purpose (MP-2): the summary on s/b carries nothing; the one
+    // on s/a carries both compaction rules, the model-switch one because the last
+    // dispatched compaction route was s/b (recorded from the answered side call).
+    // Conversation requests carry only the conversation rule.
+    assert_eq!(
+        rig.prompt_texts(),
+        [
+            None,
+            Some("You are s/a.".to_owned()),
+            Some("Summarize for s/a.\n\nSummaries moved to s/a.".to_owned()),
+            Some("You are s/a.".to_owned()),
+        ]
+    );
+    // The summary's prompt carries its provenance, naming its own call.
+    let prompt = requests[2].config.messages.last().unwrap();
+    let Some(ccare_core::Source::Plugin(source)) = &prompt.message.source else {
+        panic!("a plugin source: {:?}", prompt.message.source);
+    };
+    let provenance = source.extra.get("contextCarePrompt").unwrap();
+    assert_eq!(provenance["callId"], requests[2].call_id.as_str());
+    assert_eq!(
+        provenance["segments"],
+        json!([
+            {"kind": "prompt", "ruleId": "sum", "version": "1", "trigger": "static"},
+            {"kind": "prompt", "ruleId": "sum-switch", "version": "1", "trigger": "model-switch"},
+        ])
+    );
+    // Side calls write no request/header: only the two conversation requests did.
+    assert_eq!(rig.series().len(), 2);
+    // The boundary preview prices the conversation request, not the summary call the
+    // pre-step hook just made: nothing before any conversation call, then the
+    // conversation prompt.
+    assert_eq!(
+        *rig.previews.lock(),
+        [Vec::<String>::new(), vec!["You are s/a.".to_owned()]]
+    );
 }
