@@ -47,7 +47,7 @@ pub use projection::{
 };
 pub use registry::{Registration, Registry, RegistryError};
 pub use repair::{INTERRUPTED, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, repair_drafts};
-pub use replay::{LoadPolicy, Replayed, replay};
+pub use replay::{LoadPolicy, Replayed, UnknownValidator, replay};
 pub use session::{CHECKPOINT_EVERY, Session, SessionHeader};
 pub use sessions::{LoadedSession, Sessions, SessionsConfig, new_session_id};
 pub use state::{LogState, PendingCall};

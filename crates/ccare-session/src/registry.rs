@@ -169,6 +169,16 @@ impl Registry {
             .collect()
     }
 
+    /// The names of the validators, in order (what `validators.allow` and
+    /// `validators.deny` may name).
+    pub fn validator_names(&self) -> Vec<String> {
+        self.validators
+            .read()
+            .iter()
+            .map(|(_, validator)| validator.name().to_owned())
+            .collect()
+    }
+
     /// The observers, in order.
     pub fn observers(&self) -> Vec<Arc<dyn Observer>> {
         self.observers

@@ -23,13 +23,53 @@ pub struct LoadPolicy {
 
 impl LoadPolicy {
     fn selects(&self, validator: &dyn Validator) -> bool {
-        let name = validator.name();
+        self.runs(validator.name())
+    }
+
+    /// Whether the validator named `name` runs in a load or import audit: it is in
+    /// `allow` (or `allow` is unset) and not in `deny` (deny wins).
+    pub fn runs(&self, name: &str) -> bool {
         let allowed = self
             .allow
             .as_ref()
             .is_none_or(|allow| allow.iter().any(|allowed| allowed == name));
         allowed && !self.deny.iter().any(|denied| denied == name)
     }
+
+    /// Checks that every name in `allow` and `deny` is one of `known` (the validators
+    /// the registry holds, see [`Registry::validator_names`]): a misspelt name would
+    /// otherwise silently turn an audit off, or keep it on.
+    pub fn check_names(&self, known: &[String]) -> Result<(), UnknownValidator> {
+        let lists = [
+            ("allow", self.allow.as_deref().unwrap_or_default()),
+            ("deny", self.deny.as_slice()),
+        ];
+        for (list, names) in lists {
+            if let Some(name) = names.iter().find(|name| !known.contains(name)) {
+                return Err(UnknownValidator {
+                    list,
+                    name: name.clone(),
+                    known: known.to_vec(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A `validators.allow` / `validators.deny` entry that names no registered validator.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "validators.{list}: unknown validator {name:?} (known: {})",
+    known.join(", ")
+)]
+pub struct UnknownValidator {
+    /// `allow` or `deny`.
+    pub list: &'static str,
+    /// The unknown name.
+    pub name: String,
+    /// The validators that exist, in registration order.
+    pub known: Vec<String>,
 }
 
 /// A replayed log and the violations its audit found.

@@ -4,7 +4,10 @@
 //! validators, commits it to memory, hands it to the store (which orders it at once)
 //! and runs the synchronous observers, all under the session's lock. Durability is
 //! awaited separately with [`Session::flush`] (or [`Session::append_durable`]): the
-//! store commits queued appends together, so many appends share one fsync.
+//! store commits queued appends together, so many appends share one fsync. Under
+//! [`Durability::PerAppend`] (`[store] durability = "per-append"`, H-STORE-5) the
+//! append itself waits for its commit before it returns, so nothing an append returned
+//! is lost to a crash.
 
 use std::cell::RefCell;
 use std::collections::{HashMap, VecDeque};
@@ -14,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, Waker};
 
 use ccare_core::{Clock, Event, EventDraft, SessionId};
-use ccare_store::{SessionRecord, Store, StoreError, StoredEvent, Ticket};
+use ccare_store::{Durability, SessionRecord, Store, StoreError, StoredEvent, Ticket};
 use parking_lot::ReentrantMutex;
 use tokio::sync::broadcast;
 
@@ -110,6 +113,7 @@ struct Inner {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     registry: Arc<Registry>,
+    durability: Durability,
     shared: ReentrantMutex<RefCell<Shared>>,
     events: broadcast::Sender<Arc<Event>>,
 }
@@ -137,6 +141,7 @@ impl Session {
         store: Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         registry: Arc<Registry>,
+        durability: Durability,
     ) -> Self {
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
         Self {
@@ -146,6 +151,7 @@ impl Session {
                 store,
                 clock,
                 registry,
+                durability,
                 shared: ReentrantMutex::new(RefCell::new(Shared {
                     log,
                     pending: VecDeque::new(),
@@ -220,7 +226,10 @@ impl Session {
     }
 
     /// Appends `draft`, returning the committed event. The event is in memory and queued
-    /// in the store; await [`Session::flush`] for durability.
+    /// in the store; await [`Session::flush`] for durability. Under
+    /// [`Durability::PerAppend`] the call blocks until the store has committed the
+    /// event; a write error then fences the session and is returned (as
+    /// [`AppendError::Fenced`], before any observer sees the event).
     pub fn append(&self, draft: EventDraft) -> Result<Arc<Event>, AppendError> {
         let inner = &*self.inner;
         let session = || inner.header.id.clone();
@@ -278,7 +287,18 @@ impl Session {
                 json: event.raw_json().into(),
             };
             let ticket = inner.store.append(&inner.header.id, seq, vec![row]);
-            shared.pending.push_back(ticket);
+            match inner.durability {
+                Durability::Group => shared.pending.push_back(ticket),
+                Durability::PerAppend => {
+                    if let Err(cause) = ccare_store::wait_blocking(ticket) {
+                        shared.fence.get_or_insert(cause.clone());
+                        return Err(AppendError::Fenced {
+                            session: session(),
+                            cause,
+                        });
+                    }
+                }
+            }
             if (seq + 1).is_multiple_of(CHECKPOINT_EVERY) {
                 let shared = &mut *shared;
                 checkpoint_slots(inner, &shared.log, &mut shared.slots);

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use ccare_core::kinds::SessionEndSeed;
 use ccare_core::{Clock, Event, EventDraft, JsonObject, Locale, SessionId};
 use ccare_store::{
-    NewSession, ReadRange, SessionQuery, SessionRecord, Store, StoreError, StoredEvent,
+    Durability, NewSession, ReadRange, SessionQuery, SessionRecord, Store, StoreError, StoredEvent,
 };
 use parking_lot::Mutex;
 
@@ -28,6 +28,8 @@ pub struct SessionsConfig {
     pub load: LoadPolicy,
     /// The language of texts crash repair writes for the model.
     pub locale: Locale,
+    /// When an append is durable (`[store] durability`, H-STORE-5).
+    pub durability: Durability,
 }
 
 /// A session read without opening it: no repair, nothing written.
@@ -177,6 +179,7 @@ impl Sessions {
             self.store.clone(),
             self.clock.clone(),
             self.registry.clone(),
+            self.config.durability,
         );
         if !repairs.is_empty() {
             for draft in repairs {

@@ -15,6 +15,8 @@
 //! Writes are *ordered at call time*: the operation is queued before the method returns,
 //! and the returned [`Ticket`] resolves once it is durable (or failed). So a caller may
 //! issue many appends without awaiting each one, and await only the last or a flush.
+//! [`Durability`] names the two modes a host offers on top (`[store] durability`):
+//! group commit, or every append durable before it returns ([`wait_blocking`]).
 //!
 //! This crate does not parse event JSON beyond what its own integrity checks need, and
 //! no SQLite type appears in its API: PostgreSQL comes later behind the same trait.
@@ -22,12 +24,14 @@
 #![deny(missing_docs)]
 
 mod checks;
+mod durability;
 mod error;
 mod failures;
 mod memory;
 mod sqlite;
 mod types;
 
+pub use durability::{Durability, wait_blocking};
 pub use error::StoreError;
 pub use memory::MemoryStore;
 pub use sqlite::{SqliteConfig, SqliteStore};

@@ -32,8 +32,8 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc};
 
 use crate::Failure;
-use crate::boot::Booted;
 use crate::output::rfc3339_utc;
+use ccare_app::Booted;
 
 /// The commands the banner and the help name.
 const HINT: &str = "Ctrl-C cancels a running answer; /status /sessions /quit";
@@ -282,12 +282,9 @@ impl Chat<'_> {
             kinds::TURN_END => {
                 if let Ok(end) = event.decode::<TurnEnd>() {
                     let note = match &end.reason {
-                        TurnEndReason::Aborted { cause }
-                            if self.cancelling
-                                && cause.get("kind").and_then(Value::as_str) == Some("user") =>
-                        {
-                            Some("[cancelled]".to_owned())
-                        }
+                        TurnEndReason::Aborted {
+                            cause: CancelCause::User,
+                        } if self.cancelling => Some("[cancelled]".to_owned()),
                         TurnEndReason::Completed => None,
                         other => Some(format!("[{}]", crate::output::reason_text(other))),
                     };
@@ -629,13 +626,16 @@ mod tests {
     fn reasons_read_like_the_notes() {
         assert_eq!(
             crate::output::reason_text(&TurnEndReason::Aborted {
-                cause: serde_json::json!({"kind": "user"})
+                cause: CancelCause::User
             }),
             "aborted: user"
         );
         assert_eq!(
             crate::output::reason_text(&TurnEndReason::Aborted {
-                cause: serde_json::json!({"kind": "hook", "plugin": "stream-watch", "reason": "loop"})
+                cause: CancelCause::Hook {
+                    plugin: "stream-watch".into(),
+                    reason: "loop".into()
+                }
             }),
             "stopped by stream-watch: loop"
         );
@@ -649,7 +649,7 @@ mod tests {
         );
         assert_eq!(
             crate::output::reason_text(&TurnEndReason::Error {
-                failure: serde_json::json!({"code": "STEP_LIMIT", "message": "too many"})
+                failure: ccare_core::kinds::HostFailure::new("STEP_LIMIT", "too many").into()
             }),
             "error STEP_LIMIT: too many"
         );

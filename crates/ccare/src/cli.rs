@@ -106,6 +106,10 @@ pub(crate) struct ContextStatusArgs {
     /// The model, `<provider>/<model>` (default: [agent] model).
     #[arg(long, value_name = "PROVIDER/MODEL")]
     pub(crate) model: Option<String>,
+    /// The profile, a `[profiles.<ID>]` table of the config (default: the top-level
+    /// `[agent]` and `[plugins.*]` tables).
+    #[arg(long, value_name = "ID")]
+    pub(crate) profile: Option<String>,
     /// Print the report as JSON.
     #[arg(long)]
     pub(crate) json: bool,
@@ -126,6 +130,10 @@ pub(crate) struct RunArgs {
     /// Replay scripted replies offline: `script:FILE.jsonl`.
     #[arg(long, value_name = "script:FILE")]
     pub(crate) provider: Option<String>,
+    /// The profile, a `[profiles.<ID>]` table of the config (default: the top-level
+    /// `[agent]` and `[plugins.*]` tables).
+    #[arg(long, value_name = "ID")]
+    pub(crate) profile: Option<String>,
     /// Continue this session (default: a new one, whose id goes to stderr).
     #[arg(long, value_name = "ID")]
     pub(crate) session: Option<String>,
@@ -142,6 +150,10 @@ pub(crate) struct ChatArgs {
     /// Replay scripted replies offline: `script:FILE.jsonl`.
     #[arg(long, value_name = "script:FILE")]
     pub(crate) provider: Option<String>,
+    /// The profile, a `[profiles.<ID>]` table of the config (default: the top-level
+    /// `[agent]` and `[plugins.*]` tables).
+    #[arg(long, value_name = "ID")]
+    pub(crate) profile: Option<String>,
     /// Continue this session (default: a new one).
     #[arg(long, value_name = "ID")]
     pub(crate) session: Option<String>,

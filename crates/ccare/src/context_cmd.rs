@@ -4,14 +4,15 @@
 use std::io::Write as _;
 
 use crate::Failure;
-use crate::boot::Booted;
+use ccare_app::Booted;
+use ccare_care::journal::records::MaintenanceView;
 
 /// The note printed after the report: the sample changed nothing.
 pub(crate) const NOTHING_APPENDED: &str = "(sampled now; nothing was appended to the session)";
 
 /// The session's maintenance records. They are read from the store's journal, which
-/// needs no configuration: when `[plugins.context-care]` is absent (e.g. a session the
-/// demo wrote), a default context-care is mounted on this command's host to read them.
+/// needs no configuration: when the profile turns context care off (`enabled =
+/// false`), a default context-care is mounted on this command's host to read them.
 async fn action_records(
     booted: &Booted,
     session: &ccare_session::Session,
@@ -76,25 +77,16 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
         crate::output::rfc3339_utc(record.at),
         record.line()
     ));
-    let replacements = record
-        .data
-        .get("replacements")
-        .and_then(serde_json::Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let replacements = MaintenanceView::of(&record.data).replacements;
     if replacements.is_empty() {
         out.push_str("replaced     nothing\n");
     }
     session.with_log(|log| {
         let event_at = |seq: u64| log.event_at(seq).cloned();
         for replacement in &replacements {
-            let seqs: Vec<u64> = replacement
-                .get("sourceSeqs")
-                .and_then(serde_json::Value::as_array)
-                .map(|seqs| seqs.iter().filter_map(serde_json::Value::as_u64).collect())
-                .unwrap_or_default();
+            let seqs = &replacement.source_seqs;
             out.push_str(&format!("replaced     {} event(s):\n", seqs.len()));
-            for seq in seqs {
+            for &seq in seqs {
                 if let Some(event) = event_at(seq) {
                     out.push_str(&format!(
                         "  - seq {seq} {} {}\n",
@@ -103,9 +95,7 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
                     ));
                 }
             }
-            if let Some(new) = replacement
-                .get("newSeq")
-                .and_then(serde_json::Value::as_u64)
+            if let Some(new) = replacement.new_seq
                 && let Some(event) = event_at(new)
             {
                 out.push_str(&format!("  + seq {new} {}\n", event.kind()));
@@ -142,12 +132,13 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
     stdout.flush().map_err(Failure::failed)
 }
 
-/// Prints the report of `session` (exit 2 when context-care is not configured or the
-/// session does not exist).
+/// Prints the report of `session` (exit 2 when the profile turns context care off or
+/// the session does not exist).
 pub(crate) async fn status(booted: &Booted, session: &str, json: bool) -> Result<(), Failure> {
     let Some(care) = &booted.care else {
         return Err(Failure::bad_input(anyhow::anyhow!(
-            "context-care is not mounted: add a [plugins.context-care] table to ccare.toml"
+            "context-care is not mounted: the {} profile turns it off ([plugins.context-care] enabled = false)",
+            booted.profile.id
         )));
     };
     let session = booted.session(Some(session)).await?;

@@ -5,10 +5,17 @@ use std::io::Write as _;
 use ccare_llm::Llm;
 
 use crate::Failure;
-use crate::config::Settings;
+use ccare_app::Settings;
 
-fn llm_of(settings: &Settings) -> Result<Llm, Failure> {
-    Llm::from_config(settings.llm.clone(), &|name| std::env::var(name).ok()).map_err(|error| {
+/// The LLM layer of the default profile (its compaction route included).
+fn llm_of(settings: &Settings, model: &ccare_app::config::Profile) -> Result<Llm, Failure> {
+    let mut config = settings.llm.clone();
+    if let Some(compaction) = &model.compaction_model {
+        config
+            .purpose_models
+            .insert(ccare_llm::Purpose::Compaction, compaction.clone());
+    }
+    Llm::from_config(config, &|name| std::env::var(name).ok()).map_err(|error| {
         let origin = settings
             .source
             .as_ref()
@@ -19,15 +26,17 @@ fn llm_of(settings: &Settings) -> Result<Llm, Failure> {
 
 /// `ccare models`.
 pub(crate) fn models(settings: &Settings, json: bool) -> Result<(), Failure> {
-    let llm = llm_of(settings)?;
+    let profile = settings.profile(None)?;
+    let default_model = &profile.model;
+    let llm = llm_of(settings, profile)?;
     let mut routes = llm.routes();
-    if !routes.iter().any(|route| route.name == settings.model)
-        && let Ok(route) = llm.route(&settings.model)
+    if !routes.iter().any(|route| route.name == *default_model)
+        && let Ok(route) = llm.route(default_model)
     {
         routes.insert(
             0,
             ccare_llm::RouteInfo {
-                name: settings.model.clone(),
+                name: default_model.clone(),
                 kind: route.kind,
                 context_window: route.context_window,
                 max_output_tokens: route.max_output_tokens,
@@ -46,7 +55,7 @@ pub(crate) fn models(settings: &Settings, json: bool) -> Result<(), Failure> {
                     "context_window": route.context_window,
                     "max_output_tokens": route.max_output_tokens,
                     "tokenizer": route.tokenizer.as_ref().map(|path| path.display().to_string()),
-                    "default": route.name == settings.model,
+                    "default": route.name == *default_model,
                 })
             })
             .collect();
@@ -60,7 +69,7 @@ pub(crate) fn models(settings: &Settings, json: bool) -> Result<(), Failure> {
     )
     .map_err(Failure::failed)?;
     for route in routes {
-        let marker = if route.name == settings.model {
+        let marker = if route.name == *default_model {
             " (default)"
         } else {
             ""

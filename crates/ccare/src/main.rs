@@ -1,18 +1,17 @@
 //! `ccare`: the context-care command line.
 //!
-//! Glue only: it parses arguments, opens the store under `$CCARE_HOME`, calls the
-//! session engine and prints. Exit codes: 0 ok, 1 failed, 2 bad usage or bad input
-//! (unknown session, malformed file), with the error on stderr. A closed stdout
-//! (`ccare … | head -1`) is not a failure: every write is fallible (no `println!`,
-//! which panics), and a broken pipe ends the command quietly with 0, as ripgrep does.
+//! Glue only: it parses arguments, asks `ccare-app` for the settings and the booted
+//! host (config, profiles, store, plugins), drives the session engine and prints.
+//! Exit codes: 0 ok, 1 failed, 2 bad usage or bad input (unknown session or profile,
+//! malformed file, invalid config: `AppError::is_bad_input`), with the error on
+//! stderr. A closed stdout (`ccare … | head -1`) is not a failure: every write is
+//! fallible (no `println!`, which panics), and a broken pipe ends the command quietly
+//! with 0, as ripgrep does.
 
-mod boot;
 mod chat_cmd;
 mod cli;
-mod config;
 mod context_cmd;
 mod demo;
-mod home;
 mod llm_cmd;
 mod output;
 mod prompt_input;
@@ -31,6 +30,8 @@ use clap::Parser;
 /// where glibc malloc's arena locks and consolidation cost ~2× (see the open_100k bench).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use ccare_app::{Home, Overrides, Settings};
 
 use crate::cli::{Cli, Command};
 
@@ -55,6 +56,16 @@ impl Failure {
         Self {
             code: 1,
             error: error.into(),
+        }
+    }
+}
+
+impl From<ccare_app::AppError> for Failure {
+    fn from(error: ccare_app::AppError) -> Self {
+        let code = if error.is_bad_input() { 2 } else { 1 };
+        Self {
+            code,
+            error: anyhow::Error::new(error),
         }
     }
 }
@@ -90,27 +101,35 @@ fn main() -> ExitCode {
         }
     };
     let outcome = runtime.block_on(async move {
-        let home = home::Home::resolve(cli.home.as_deref()).map_err(Failure::bad_input)?;
+        let home = Home::resolve(cli.home.as_deref());
+        let config = cli.config.as_deref();
         match cli.command {
-            Command::Sessions(command) => sessions_cmd::run(&home, command).await,
-            Command::Demo => demo::run(&home).await,
+            Command::Sessions(command) => {
+                let settings = quiet_settings(config, &home)?;
+                let booted = boot(&settings, None)?;
+                sessions_cmd::run(&booted, &settings, command).await
+            }
+            Command::Demo => {
+                let settings = quiet_settings(config, &home)?;
+                demo::run(&settings, &home).await
+            }
             Command::Run(args) => {
                 let prompt = prompt_input::resolve(args.prompt, args.prompt_file.as_deref())?;
-                let overrides = config::Overrides {
+                let overrides = Overrides {
                     model: args.model,
                     provider: args.provider,
                 };
-                let settings = load_settings(cli.config.as_deref(), &home, &overrides)?;
-                let booted = boot::boot(&settings, &home)?;
+                let settings = load_settings(config, &home, &overrides)?;
+                let booted = boot(&settings, args.profile.as_deref())?;
                 run_cmd::run(&booted, prompt, args.session.as_deref(), args.json).await
             }
             Command::Chat(args) => {
-                let overrides = config::Overrides {
+                let overrides = Overrides {
                     model: args.model,
                     provider: args.provider,
                 };
-                let settings = load_settings(cli.config.as_deref(), &home, &overrides)?;
-                let booted = boot::boot(&settings, &home)?;
+                let settings = load_settings(config, &home, &overrides)?;
+                let booted = boot(&settings, args.profile.as_deref())?;
                 chat_cmd::run(&booted, args.session.as_deref()).await
             }
             Command::TimeContext(cli::TimeContextCommand::Preview(args)) => {
@@ -134,31 +153,30 @@ fn main() -> ExitCode {
                     .map_err(Failure::failed)
             }
             Command::Context(cli::ContextCommand::Status(args)) => {
-                let overrides = config::Overrides {
+                let overrides = Overrides {
                     model: args.model,
                     provider: None,
                 };
-                let settings = load_settings(cli.config.as_deref(), &home, &overrides)?;
-                let booted = boot::boot(&settings, &home)?;
+                let settings = load_settings(config, &home, &overrides)?;
+                let booted = boot(&settings, args.profile.as_deref())?;
                 context_cmd::status(&booted, &args.session, args.json).await
             }
             Command::Context(cli::ContextCommand::Actions(args)) => {
-                let settings = quiet_settings(cli.config.as_deref(), &home)?;
-                let booted = boot::boot(&settings, &home)?;
+                let settings = quiet_settings(config, &home)?;
+                let booted = boot(&settings, None)?;
                 context_cmd::actions(&booted, &args.session, args.json).await
             }
             Command::Context(cli::ContextCommand::Diff(args)) => {
-                let settings = quiet_settings(cli.config.as_deref(), &home)?;
-                let booted = boot::boot(&settings, &home)?;
+                let settings = quiet_settings(config, &home)?;
+                let booted = boot(&settings, None)?;
                 context_cmd::diff(&booted, &args.session, &args.op).await
             }
             Command::Watch(cli::WatchCommand::Replay(args)) => {
-                let settings = quiet_settings(cli.config.as_deref(), &home)?;
+                let settings = quiet_settings(config, &home)?;
                 watch_cmd::replay(&settings, &args.file, args.json)
             }
             Command::Models(args) => {
-                let settings =
-                    load_settings(cli.config.as_deref(), &home, &config::Overrides::default())?;
+                let settings = load_settings(config, &home, &Overrides::default())?;
                 llm_cmd::models(&settings, args.json)
             }
         }
@@ -177,28 +195,31 @@ fn main() -> ExitCode {
 
 fn load_settings(
     flag: Option<&std::path::Path>,
-    home: &home::Home,
-    overrides: &config::Overrides,
-) -> Result<config::Settings, Failure> {
-    let settings = config::load(flag, &home.dir, overrides, &|name| std::env::var(name).ok())
-        .map_err(Failure::bad_input)?;
+    home: &Home,
+    overrides: &Overrides,
+) -> Result<Settings, Failure> {
+    let settings = ccare_app::load(flag, home, overrides, &env)?;
     if let Some(notice) = &settings.notice {
         eprintln!("note: {notice}");
     }
     Ok(settings)
 }
 
-/// The settings for a command that calls no model (`watch replay`, `context actions`,
-/// `context diff`): the provider notice (no API key, the scripted demo) would be
-/// noise there, so it is not printed.
-fn quiet_settings(
-    flag: Option<&std::path::Path>,
-    home: &home::Home,
-) -> Result<config::Settings, Failure> {
-    config::load(flag, &home.dir, &config::Overrides::default(), &|name| {
-        std::env::var(name).ok()
-    })
-    .map_err(Failure::bad_input)
+/// The settings for a command that calls no model (`sessions`, `watch replay`,
+/// `context actions`, `context diff`, `demo`): the provider notice (no API key, the
+/// scripted demo) would be noise there, so it is not printed.
+fn quiet_settings(flag: Option<&std::path::Path>, home: &Home) -> Result<Settings, Failure> {
+    Ok(ccare_app::load(flag, home, &Overrides::default(), &env)?)
+}
+
+/// The host of `profile` (`None`: the default one).
+fn boot(settings: &Settings, profile: Option<&str>) -> Result<ccare_app::Booted, Failure> {
+    Ok(ccare_app::boot(settings, profile, &env)?)
+}
+
+/// The process environment, as `ccare-app` reads it.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

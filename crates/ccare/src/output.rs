@@ -47,37 +47,20 @@ pub(crate) fn excerpt(text: &str, max_chars: usize) -> String {
 /// How a turn ended, in the words the notes and `/status` use; a plugin's stop names
 /// the plugin ("stopped by stream-watch: output loop: …").
 pub(crate) fn reason_text(reason: &ccare_core::kinds::TurnEndReason) -> String {
-    use ccare_core::kinds::TurnEndReason;
-    use serde_json::Value;
+    use ccare_core::kinds::{CancelCause, TurnEndReason, TurnFailure};
     match reason {
         TurnEndReason::Completed => "completed".to_owned(),
         TurnEndReason::MaxTokens => "max-tokens: the answer was cut at the output limit".to_owned(),
-        TurnEndReason::Aborted { cause } => {
-            let kind = cause
-                .get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or("unknown");
-            match (
-                kind,
-                cause.get("plugin").and_then(Value::as_str),
-                cause.get("reason").and_then(Value::as_str),
-            ) {
-                ("hook", Some(plugin), Some(why)) => format!("stopped by {plugin}: {why}"),
-                (_, Some(plugin), Some(why)) => format!("aborted: {kind} {plugin}: {why}"),
-                _ => format!("aborted: {kind}"),
-            }
-        }
-        TurnEndReason::Error { failure } => {
-            if let Ok(llm) = serde_json::from_value::<ccare_llm::LlmFailure>(failure.clone()) {
-                return format!("error {}", failure_text(&llm));
-            }
-            let code = failure
-                .get("code")
-                .and_then(Value::as_str)
-                .unwrap_or("UNKNOWN");
-            let message = failure.get("message").and_then(Value::as_str).unwrap_or("");
-            format!("error {code}: {message}")
-        }
+        TurnEndReason::Aborted { cause } => match cause {
+            CancelCause::Hook { plugin, reason } => format!("stopped by {plugin}: {reason}"),
+            CancelCause::User => "aborted: user".to_owned(),
+            CancelCause::Shutdown => "aborted: shutdown".to_owned(),
+            CancelCause::Timeout => "aborted: timeout".to_owned(),
+        },
+        TurnEndReason::Error { failure } => match failure {
+            TurnFailure::Llm(llm) => format!("error {}", failure_text(llm)),
+            TurnFailure::Host(host) => format!("error {host}"),
+        },
         TurnEndReason::Blocked { by, detail, .. } => format!("blocked by {by}: {detail}"),
         TurnEndReason::Interrupted => "interrupted".to_owned(),
     }

@@ -14,12 +14,11 @@
 use std::io::Write as _;
 
 use ccare_agent::CancelCause;
-use ccare_core::kinds::TurnEndReason;
+use ccare_core::kinds::{TurnEndReason, TurnFailure};
 use ccare_llm::Chunk;
-use serde_json::Value;
 
 use crate::Failure;
-use crate::boot::Booted;
+use ccare_app::Booted;
 
 /// Runs the command.
 pub(crate) async fn run(
@@ -146,25 +145,19 @@ pub(crate) fn exit_for(reason: Option<TurnEndReason>) -> Result<(), Failure> {
             eprintln!("warning: the answer was cut at the output limit (turn ended: max-tokens)");
             Ok(())
         }
-        Some(TurnEndReason::Error { failure }) => {
-            if let Ok(llm) = serde_json::from_value::<ccare_llm::LlmFailure>(failure.clone()) {
-                return Err(Failure::failed(anyhow::anyhow!(
-                    "{}",
-                    crate::output::failure_text(&llm)
-                )));
-            }
-            let code = failure
-                .get("code")
-                .and_then(Value::as_str)
-                .unwrap_or("UNKNOWN");
-            let message = failure.get("message").and_then(Value::as_str).unwrap_or("");
-            Err(Failure::failed(anyhow::anyhow!("{code}: {message}")))
-        }
+        Some(TurnEndReason::Error { failure }) => match failure {
+            TurnFailure::Llm(llm) => Err(Failure::failed(anyhow::anyhow!(
+                "{}",
+                crate::output::failure_text(&llm)
+            ))),
+            TurnFailure::Host(host) => Err(Failure::failed(anyhow::anyhow!("{host}"))),
+        },
         Some(TurnEndReason::Blocked { by, detail, .. }) => Err(Failure::failed(anyhow::anyhow!(
             "blocked by {by}: {detail}"
         ))),
         Some(TurnEndReason::Aborted { cause }) => {
-            let stream_watch = cause.get("plugin").and_then(Value::as_str) == Some("stream-watch");
+            let stream_watch =
+                matches!(&cause, CancelCause::Hook { plugin, .. } if plugin == "stream-watch");
             let mut text = crate::output::reason_text(&TurnEndReason::Aborted { cause });
             // The last turn was stopped and nothing resumed it: stream watch resumes the
             // first stop on its own, so this was the second in a row (SW-11, UI-3).

@@ -1,4 +1,5 @@
-//! `ccare sessions …`.
+//! `ccare sessions …`: over the default profile's host, so the config's store,
+//! validator policy (`[validators]`), plugin event types and locale apply.
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
@@ -9,13 +10,18 @@ use ccare_session::{Decoded, LoadedSession, decode};
 use ccare_store::{SessionQuery, SessionRecord};
 use serde_json::{Value, json};
 
+use ccare_app::{Booted, Settings};
+
 use crate::Failure;
 use crate::cli::SessionsCommand;
-use crate::home::Home;
 use crate::output::{excerpt, rfc3339_utc};
 
-pub(crate) async fn run(home: &Home, command: SessionsCommand) -> Result<(), Failure> {
-    let sessions = home.sessions().map_err(Failure::failed)?;
+pub(crate) async fn run(
+    booted: &Booted,
+    settings: &Settings,
+    command: SessionsCommand,
+) -> Result<(), Failure> {
+    let sessions = booted.host.sessions();
     let stdout = &mut std::io::stdout().lock();
     match command {
         SessionsCommand::List(args) => {
@@ -24,7 +30,7 @@ pub(crate) async fn run(home: &Home, command: SessionsCommand) -> Result<(), Fai
                 let array: Vec<Value> = records.iter().map(record_json).collect();
                 print_json(stdout, &Value::Array(array))?;
             } else if records.is_empty() {
-                writeln!(stdout, "no sessions in {}", home.dir.display())
+                writeln!(stdout, "no sessions in {}", settings.store.path.display())
                     .map_err(Failure::failed)?;
             } else {
                 for record in &records {
@@ -107,8 +113,19 @@ pub(crate) async fn run(home: &Home, command: SessionsCommand) -> Result<(), Fai
                     )
                 })
                 .collect();
-            for (seq, message) in ccare_time_context::check_log(&loaded.log) {
-                found.push((seq, ccare_time_context::VALIDATOR.to_owned(), message));
+            // The time-context invariant audits every log, mounted or not; when its
+            // plugin is mounted the load already ran it. `[validators]` can turn it off.
+            let invariant = ccare_time_context::VALIDATOR;
+            let audited = found.iter().any(|(_, validator, _)| validator == invariant)
+                || sessions
+                    .registry()
+                    .validator_names()
+                    .iter()
+                    .any(|name| name == invariant);
+            if !audited && settings.validators.runs(invariant) {
+                for (seq, message) in ccare_time_context::check_log(&loaded.log) {
+                    found.push((seq, invariant.to_owned(), message));
+                }
             }
             found.sort_by_key(|(seq, _, _)| *seq);
             if args.json {

@@ -12,20 +12,18 @@ use ccare_watch::engine::{Frame, StreamWatch, Triggers};
 use serde_json::{Value, json};
 
 use crate::Failure;
-use crate::config::Settings;
+use ccare_app::Settings;
 
-/// The triggers of `[plugins.stream-watch]`, or the defaults.
+/// The triggers of the default profile's stream-watch table, or the defaults.
 fn triggers(settings: &Settings) -> Result<Triggers, Failure> {
-    let table = settings
-        .plugins
-        .get("stream-watch")
-        .and_then(|table| table.get("triggers"))
-        .map(|triggers| serde_json::to_value(triggers).map_err(Failure::bad_input))
-        .transpose()?;
+    let profile = settings.profile(None)?;
+    let table = profile
+        .plugin("stream-watch")
+        .and_then(|plugin| plugin.config.get("triggers"));
     let triggers = match table {
         None => Ok(Triggers::defaults()),
-        Some(Value::Object(overrides)) => Triggers::with_overrides(&overrides),
-        Some(list) => Triggers::from_json(&list),
+        Some(Value::Object(overrides)) => Triggers::with_overrides(overrides),
+        Some(list) => Triggers::from_json(list),
     };
     triggers.map_err(|error| {
         Failure::bad_input(anyhow::anyhow!("plugins.stream-watch.triggers: {error}"))

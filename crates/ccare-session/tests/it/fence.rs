@@ -165,3 +165,46 @@ async fn h_store_6_a_fenced_session_shows_the_fence_and_reopens_fresh_once_the_s
     reopened.append(user("again")).unwrap();
     assert_eq!(sessions.open(&id).await.unwrap().head(), 5);
 }
+
+/// H-STORE-5 `per-append`: the append itself waits for its commit, so a write error is
+/// the append's own error (not the next flush's), the session is fenced at once, and no
+/// subscriber sees the event that was not stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_5_per_append_returns_the_write_error_of_its_own_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(FailingStore {
+        inner: SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap(),
+        fail_appends: AtomicBool::new(false),
+    });
+    let sessions = Sessions::new(
+        Arc::clone(&store) as Arc<dyn Store>,
+        Arc::new(ManualClock::new(1_000)),
+        Arc::new(Registry::with_host_defaults()),
+        SessionsConfig {
+            durability: ccare_store::Durability::PerAppend,
+            ..SessionsConfig::default()
+        },
+    );
+    let session = sessions.create(None, JsonObject::new()).await.unwrap();
+    let id = session.id().clone();
+    let mut committed = session.subscribe();
+    session
+        .append(EventDraft::typed(&TurnStart { turn: 1 }).unwrap())
+        .unwrap();
+    // Durable when append returned: another engine on the same file reads it, no flush.
+    let other = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
+    assert_eq!(other.session(&id).await.unwrap().unwrap().head, 1);
+    assert_eq!(committed.recv().await.unwrap().kind(), "turn/start");
+    store.fail_appends.store(true, Ordering::SeqCst);
+    let error = session.append(user("lost")).unwrap_err();
+    assert_eq!(error.code(), "SESSION_FENCED");
+    assert_eq!(
+        session.status(),
+        SessionStatus::Fenced { cause: unplugged() }
+    );
+    assert!(
+        committed.try_recv().is_err(),
+        "no subscriber saw the lost event"
+    );
+    assert_eq!(other.session(&id).await.unwrap().unwrap().head, 1);
+}

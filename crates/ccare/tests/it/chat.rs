@@ -27,7 +27,7 @@ pub(crate) fn ccare_command(dir: &Path) -> Command {
 }
 
 /// Runs `ccare chat` in `dir` with `input` on stdin.
-fn chat(dir: &Path, args: &[&str], input: &str) -> Output {
+pub(crate) fn chat(dir: &Path, args: &[&str], input: &str) -> Output {
     let mut child = ccare_command(dir)
         .args(["--home", "home", "chat"])
         .args(args)
@@ -50,7 +50,7 @@ fn text(bytes: &[u8]) -> String {
 }
 
 /// The session id from the banner (`session ID (new) · ...`).
-fn banner_id(stderr: &str) -> String {
+pub(crate) fn banner_id(stderr: &str) -> String {
     let first = stderr.lines().next().unwrap_or_default();
     assert!(first.starts_with("session "), "{stderr}");
     first

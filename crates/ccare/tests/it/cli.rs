@@ -304,6 +304,12 @@ fn run_stops_quietly_when_the_reader_goes_away_mid_answer() {
         format!("{}\n", serde_json::json!({ "text": answer })),
     )
     .unwrap();
+    // A bare agent: the answer repeats itself, which stream watch would stop.
+    std::fs::write(
+        path.join("ccare.toml"),
+        "[plugins.context-care]\nenabled = false\n[plugins.stream-watch]\nenabled = false\n",
+    )
+    .unwrap();
     let mut child = crate::chat::ccare_command(path)
         .args([
             "--home",

@@ -44,6 +44,7 @@ fn write_config(dir: &Path, base_url: &str) {
             r#"
 [agent]
 model = "local/fake-model"
+base_prompt = false               # a bare agent: these tests read the requests sent
 
 [providers.local]
 kind = "openai"
@@ -54,6 +55,12 @@ idle_timeout_ms = 2000
 [models."local/fake-model"]
 context_window = 16000
 max_output_tokens = 1024
+
+[plugins.context-care]
+enabled = false
+
+[plugins.stream-watch]
+enabled = false
 "#
         ),
     )
@@ -372,7 +379,7 @@ fn context_status_samples_a_session_without_appending_anything() {
     .unwrap();
     std::fs::write(
         dir.path().join("ccare.toml"),
-        "[agent]\nmodel = \"s/small\"\n[providers.s]\nkind = \"script\"\nscript = \"s.jsonl\"\n[models.\"s/small\"]\ncontext_window = 16000\nmax_output_tokens = 1000\n[plugins.context-care]\n",
+        "[agent]\nmodel = \"s/small\"\n[providers.s]\nkind = \"script\"\nscript = \"s.jsonl\"\n[models.\"s/small\"]\ncontext_window = 16000\nmax_output_tokens = 1000\n[plugins.context-care]\nquiet_start = false\n",
     )
     .unwrap();
     let run = ccare(dir.path(), &["run", "--prompt", "hi"]);
@@ -414,7 +421,7 @@ fn context_status_samples_a_session_without_appending_anything() {
     assert_eq!(missing.status.code(), Some(2));
     std::fs::write(
         dir.path().join("ccare.toml"),
-        "[agent]\nmodel = \"s/small\"\n[providers.s]\nkind = \"script\"\nscript = \"s.jsonl\"\n",
+        "[agent]\nmodel = \"s/small\"\n[providers.s]\nkind = \"script\"\nscript = \"s.jsonl\"\n[plugins.context-care]\nenabled = false\n",
     )
     .unwrap();
     let unmounted = ccare(dir.path(), &["context", "status", "--session", &id]);

@@ -1,0 +1,39 @@
+//! The one boot of context-care (spec server.md ACT-5): everything a front end (the
+//! `ccare` CLI today, `ccare serve` next) needs before it can drive a session, and
+//! nothing it prints.
+//!
+//! - [`config::load`] finds `ccare.toml` (`--config`, `$CCARE_CONFIG`, `./ccare.toml`,
+//!   `$CCARE_HOME/ccare.toml`), reads it strictly and resolves [`config::Settings`]:
+//!   host scope (`[providers]`, `[models]`, `[host]`, `[store]`, `[loop]`,
+//!   `[validators]`, `[http]`, `[gateway]` reserved) and every profile
+//!   (`[agent]` + `[plugins.*]` as the default one, `[profiles.<id>]` over them),
+//!   looked up agent → profile → host (H-CFG-4). With no providers configured the
+//!   environment chooses one, else the scripted demo provider (with a notice).
+//! - [`boot::boot`] builds the [`boot::Booted`] host of one profile: the LLM layer and
+//!   the route's meter, the store ([`store::open_store`]) and the session engine with
+//!   the validator policy and durability, the built-in tools the profile chooses, its
+//!   plugins (context care and stream watch by default, ACT-6) and the agent's
+//!   instructions.
+//! - [`AppError`] says why; [`AppError::is_bad_input`] separates the user's mistakes
+//!   (exit 2) from failures (exit 1).
+//!
+//! Shaped for the coming `Agents` registry ("Session actors"): host scope (the store,
+//! the LLM config, `[host] actor_idle_ms`) lives in [`config::Settings`] and is opened
+//! once, and each profile boots its own host; the registry will own one `Booted` per
+//! profile and start agents from it.
+
+#![deny(missing_docs)]
+
+pub mod boot;
+pub mod config;
+pub mod demo;
+mod error;
+mod home;
+mod instructions;
+mod mount;
+pub mod store;
+
+pub use boot::{Booted, boot};
+pub use config::{Overrides, Settings, load};
+pub use error::AppError;
+pub use home::Home;

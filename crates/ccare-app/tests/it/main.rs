@@ -1,0 +1,9 @@
+//! `ccare-app` integration tests, one test binary; every module is one area, its doc
+//! says which.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod boot;
+mod config;
+mod durability;
+mod profiles;
