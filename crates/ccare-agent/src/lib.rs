@@ -13,13 +13,16 @@
 //! - [`instructions`] installs the agent's own instructions (base prompt, configured
 //!   text, the workspace's `AGENTS.md`) as the first system-prompt sections.
 //! - [`tools`] holds the built-in tools (files confined to the workspace, session search).
+//! - [`domains`] and [`controls`] are `ccare-domains`' storage domains and rule controls,
+//!   re-exported here; the kernel wires them into every [`PluginScope`] and loads a
+//!   session's controls before its first turn.
+//! - With the `testing` feature (tests only), the `testing` module is the test kit: a
+//!   host over a real store with the scripted provider, and a failing store.
 
 #![deny(missing_docs)]
 
 mod agent;
-pub mod controls;
 mod dispatch;
-pub mod domains;
 mod hooks;
 mod host;
 mod inbox;
@@ -28,10 +31,14 @@ mod mount_error;
 mod request;
 mod sections;
 mod side;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod tool;
 mod toolbox;
 pub mod tools;
 mod turn;
+
+pub use ccare_domains::{controls, domains};
 
 pub use agent::{Agent, AgentOptions, CancelCause, LiveChunk};
 pub use hooks::{

@@ -9,10 +9,11 @@
 
 use std::fmt;
 
+use ccare_core::json::MAX_SAFE_INTEGER;
 use ccare_core::{FailureCode, LlmFailure};
 use serde::{Deserialize, Serialize};
 
-use crate::config::{CareConfig, MAX_SAFE_INTEGER, RoutePurpose};
+use crate::config::{CareConfig, RoutePurpose};
 
 /// What the budget needs to know about a route (CC-BUD-1, CC-BUD-4).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

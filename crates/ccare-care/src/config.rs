@@ -6,6 +6,11 @@
 //! and are unknown keys here. Enum values stay as the spec writes them (`basic-prefix`,
 //! `session-title`).
 //!
+//! The table is read by the shared strict reader ([`ccare_core::strict`]) into the
+//! private `Table` struct: unknown keys first, then each value by its type or check;
+//! the rules between keys (a whole summary route, `retain_ratio < budget_ratio`, ...)
+//! come after.
+//!
 //! Errors carry the key path and the value found. They do **not** carry the
 //! `context-care: ` prefix: the host adds the plugin name to every load error it reports
 //! (H-CFG-3), so `unknown config foo` reaches the user as
@@ -13,11 +18,11 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
-
-/// The largest integer accepted for a count, 2^53 - 1 (a JSON safe integer, H-LOG-2).
-pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+use ccare_core::json::safe_integer;
+use ccare_core::strict::{self, Problem, StrictError};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 
 /// The validated context-care configuration (CC-CFG-1, CC-BUD-4).
 ///
@@ -137,15 +142,6 @@ impl RoutePurpose {
             RoutePurpose::SessionTitle => "session-title",
         }
     }
-
-    fn parse(text: &str) -> Option<Self> {
-        match text {
-            "conversation" => Some(RoutePurpose::Conversation),
-            "compaction" => Some(RoutePurpose::Compaction),
-            "session-title" => Some(RoutePurpose::SessionTitle),
-            _ => None,
-        }
-    }
 }
 
 impl fmt::Display for RoutePurpose {
@@ -218,7 +214,7 @@ pub enum ConfigError {
         /// The key path, e.g. `summary.max_tokens`.
         key: String,
         /// The constraint, e.g. `a positive integer`.
-        expected: &'static str,
+        expected: String,
         /// The value found, as JSON.
         found: String,
     },
@@ -272,6 +268,9 @@ pub enum ConfigError {
         /// `provider` or `model`.
         field: &'static str,
     },
+    /// Any other refusal of the table's shape, as the strict reader words it.
+    #[error(transparent)]
+    Table(StrictError),
     /// Two route budgets with the same `(provider, model, purpose)` (CC-BUD-4).
     #[error(
         "duplicate route budget route_budgets[{index}]: provider {provider:?}, model {model:?}, purpose {purpose} (as route_budgets[{first_index}])"
@@ -325,55 +324,147 @@ impl Default for CareConfig {
 pub const PROVIDER_USAGE_RATIO_WARNING: &str = "provider_usage_ratio is ignored: input prices \
      are calibrated from the request journal (CC-PRC-3); remove the key";
 
-/// The top-level keys, in the order they are validated.
-const TOP_LEVEL_KEYS: [&str; 28] = [
-    "budget_ratio",
-    "wakefulness_ratio",
-    "retain_ratio",
-    "fatigue_exponent",
-    "min_fresh_tokens",
-    "min_note_chars",
-    "max_note_chars",
-    "range_strategy",
-    "expected_checkpoint_tokens",
-    "safety_tokens",
-    "burst_tokens",
-    "release_margin_tokens",
-    "summary_safety_tokens",
-    "retain_tokens",
-    "context_budget_tokens",
-    "billing_input_ceiling_tokens",
-    "route_budgets",
-    "max_overflow_retries",
-    "max_passes",
-    "max_summary_repair_retries",
-    "max_summary_calls_per_action",
-    "summary",
-    "quiet_start",
-    "provider_usage_ratio",
+/// The table as written: every key optional, each value checked by its type or its
+/// `deserialize_with` (the `strict` reader checks unknown keys first, then the values
+/// in this declaration order). Cross-key rules are [`CareConfig::parse`]'s.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    #[serde(default, deserialize_with = "strict::ratio")]
+    budget_ratio: Option<f64>,
+    #[serde(default, deserialize_with = "strict::ratio")]
+    wakefulness_ratio: Option<f64>,
+    #[serde(default, deserialize_with = "strict::ratio")]
+    retain_ratio: Option<f64>,
+    #[serde(default, deserialize_with = "strict::positive_number")]
+    fatigue_exponent: Option<f64>,
+    #[serde(default, deserialize_with = "strict::positive_integer")]
+    min_fresh_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "strict::positive_integer")]
+    min_note_chars: Option<u64>,
+    #[serde(default, deserialize_with = "strict::positive_integer")]
+    max_note_chars: Option<u64>,
+    #[serde(default)]
+    range_strategy: Option<RangeStrategy>,
+    #[serde(default, deserialize_with = "strict::non_negative_integer")]
+    expected_checkpoint_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "strict::non_negative_integer")]
+    safety_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "strict::non_negative_integer")]
+    burst_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "strict::non_negative_integer")]
+    release_margin_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "strict::non_negative_integer")]
+    summary_safety_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "strict::non_negative_integer")]
+    retain_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "strict::positive_integer")]
+    context_budget_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "strict::positive_integer")]
+    billing_input_ceiling_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "strict::tables")]
+    route_budgets: Option<Vec<RouteBudgetTable>>,
+    #[serde(default, deserialize_with = "strict::non_negative_integer")]
+    max_overflow_retries: Option<u64>,
+    #[serde(default, deserialize_with = "at_least_one")]
+    max_passes: Option<u64>,
+    #[serde(default, deserialize_with = "strict::non_negative_integer")]
+    max_summary_repair_retries: Option<u64>,
+    #[serde(default, deserialize_with = "at_least_one")]
+    max_summary_calls_per_action: Option<u64>,
+    #[serde(default)]
+    summary: Option<SummaryTable>,
+    #[serde(default, deserialize_with = "strict::boolean")]
+    quiet_start: Option<bool>,
+    /// Any value: accepted with a warning (CC-CFG-1).
+    #[serde(default)]
+    provider_usage_ratio: Option<IgnoredAny>,
     // Legacy ratios: validated, then ignored (CC-CFG-1 "drive nothing").
-    "soft_budget_ratio",
-    "hard_budget_ratio",
-    "hysteresis_ratio",
-    "auxiliary_budget_ratio",
-];
+    #[serde(
+        default,
+        rename = "soft_budget_ratio",
+        deserialize_with = "strict::ratio"
+    )]
+    _soft_budget_ratio: Option<f64>,
+    #[serde(
+        default,
+        rename = "hard_budget_ratio",
+        deserialize_with = "strict::ratio"
+    )]
+    _hard_budget_ratio: Option<f64>,
+    #[serde(
+        default,
+        rename = "hysteresis_ratio",
+        deserialize_with = "strict::ratio"
+    )]
+    _hysteresis_ratio: Option<f64>,
+    #[serde(
+        default,
+        rename = "auxiliary_budget_ratio",
+        deserialize_with = "strict::ratio"
+    )]
+    _auxiliary_budget_ratio: Option<f64>,
+}
 
-const SUMMARY_KEYS: [&str; 4] = ["provider", "model", "max_tokens", "max_retries"];
+/// The `summary` table as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SummaryTable {
+    #[serde(default, deserialize_with = "strict::non_blank_string")]
+    provider: Option<String>,
+    #[serde(default, deserialize_with = "strict::non_blank_string")]
+    model: Option<String>,
+    #[serde(default, deserialize_with = "strict::positive_integer")]
+    max_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "strict::non_negative_integer")]
+    max_retries: Option<u64>,
+}
 
-const ROUTE_BUDGET_KEYS: [&str; 5] = [
-    "provider",
-    "model",
-    "purpose",
-    "context_budget_tokens",
-    "billing_input_ceiling_tokens",
-];
+/// One `route_budgets` entry as written; the required keys are checked after.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RouteBudgetTable {
+    #[serde(default, deserialize_with = "strict::non_blank_string")]
+    provider: Option<String>,
+    #[serde(default, deserialize_with = "strict::non_blank_string")]
+    model: Option<String>,
+    #[serde(default)]
+    purpose: Option<RoutePurpose>,
+    #[serde(default, deserialize_with = "strict::positive_integer")]
+    context_budget_tokens: Option<u64>,
+    #[serde(default, deserialize_with = "strict::positive_integer")]
+    billing_input_ceiling_tokens: Option<u64>,
+}
 
-const RATIO: &str = "a number in (0, 1)";
-const POSITIVE_NUMBER: &str = "a finite number > 0";
-const POSITIVE_INTEGER: &str = "a positive integer";
-const NON_NEGATIVE_INTEGER: &str = "a non-negative integer";
-const NON_BLANK_STRING: &str = "a non-blank string";
-const BOOLEAN: &str = "true or false";
+/// `max_passes` and `max_summary_calls_per_action`: `an integer >= 1`.
+fn at_least_one<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    strict::check(deserializer, "an integer >= 1", |value| {
+        safe_integer(value).filter(|count| *count >= 1)
+    })
+    .map(Some)
+}
+
+impl From<StrictError> for ConfigError {
+    fn from(error: StrictError) -> Self {
+        match error.problem {
+            Problem::UnknownKey => ConfigError::UnknownKey { key: error.path },
+            Problem::Invalid { found, .. } if error.path.is_empty() => {
+                ConfigError::NotATable { found }
+            }
+            Problem::Invalid { expected, found } => ConfigError::InvalidValue {
+                key: error.path,
+                expected,
+                found,
+            },
+            problem @ (Problem::Missing | Problem::Duplicate | Problem::Other(_)) => {
+                ConfigError::Table(StrictError {
+                    path: error.path,
+                    problem,
+                })
+            }
+        }
+    }
+}
 
 impl CareConfig {
     /// Validates the table (as JSON; `{}` when empty) per CC-CFG-1 and CC-BUD-4.
@@ -387,90 +478,18 @@ impl CareConfig {
 
     /// As [`CareConfig::from_json`], with the typed error.
     pub fn parse(config: &Value) -> Result<Self, ConfigError> {
-        let table = config.as_object().ok_or_else(|| ConfigError::NotATable {
-            found: config.to_string(),
-        })?;
-        reject_unknown_keys(table, &TOP_LEVEL_KEYS, |key| key.to_owned())?;
+        let table: Table = strict::from_value(config)?;
         let defaults = Self::default();
-        let fields = Fields { table, prefix: "" };
-
-        let budget_ratio = fields
-            .ratio("budget_ratio")?
-            .unwrap_or(defaults.budget_ratio);
-        let wakefulness_ratio = fields
-            .ratio("wakefulness_ratio")?
-            .unwrap_or(defaults.wakefulness_ratio);
-        let retain_ratio = fields
-            .ratio("retain_ratio")?
-            .unwrap_or(defaults.retain_ratio);
-        let fatigue_exponent = fields
-            .positive_number("fatigue_exponent")?
-            .unwrap_or(defaults.fatigue_exponent);
-        let min_fresh_tokens = fields
-            .positive_integer("min_fresh_tokens")?
-            .unwrap_or(defaults.min_fresh_tokens);
-        let min_note_chars = fields
-            .positive_integer("min_note_chars")?
-            .unwrap_or(defaults.min_note_chars);
-        let max_note_chars = fields
-            .positive_integer("max_note_chars")?
-            .unwrap_or(defaults.max_note_chars);
-        let range_strategy = match table.get("range_strategy") {
-            None => defaults.range_strategy,
-            Some(Value::String(text)) if text == "basic-prefix" => RangeStrategy::BasicPrefix,
-            Some(Value::String(text)) if text == "target-prefix" => RangeStrategy::TargetPrefix,
-            Some(other) => {
-                return Err(invalid(
-                    "range_strategy",
-                    "basic-prefix or target-prefix",
-                    other,
-                ));
-            }
-        };
-        let expected_checkpoint_tokens =
-            fields.non_negative_integer("expected_checkpoint_tokens")?;
-        let safety_tokens = fields.non_negative_integer("safety_tokens")?.unwrap_or(0);
-        let burst_tokens = fields.non_negative_integer("burst_tokens")?.unwrap_or(0);
-        let release_margin_tokens = fields
-            .non_negative_integer("release_margin_tokens")?
-            .unwrap_or(0);
-        let summary_safety_tokens = fields.non_negative_integer("summary_safety_tokens")?;
-        let retain_tokens = fields.non_negative_integer("retain_tokens")?;
-        let context_budget_tokens = fields.positive_integer("context_budget_tokens")?;
-        let billing_input_ceiling_tokens =
-            fields.positive_integer("billing_input_ceiling_tokens")?;
-        let route_budgets = match table.get("route_budgets") {
-            None => Vec::new(),
-            Some(value) => parse_route_budgets(value)?,
-        };
-        let max_overflow_retries = fields
-            .non_negative_integer("max_overflow_retries")?
-            .unwrap_or(defaults.max_overflow_retries);
-        let max_passes = fields.integer_at_least("max_passes", 1, "an integer >= 1")?;
-        let max_summary_repair_retries =
-            fields.non_negative_integer("max_summary_repair_retries")?;
-        let max_summary_calls_per_action =
-            fields.integer_at_least("max_summary_calls_per_action", 1, "an integer >= 1")?;
-        let summary = match table.get("summary") {
+        let budget_ratio = table.budget_ratio.unwrap_or(defaults.budget_ratio);
+        let retain_ratio = table.retain_ratio.unwrap_or(defaults.retain_ratio);
+        let min_note_chars = table.min_note_chars.unwrap_or(defaults.min_note_chars);
+        let max_note_chars = table.max_note_chars.unwrap_or(defaults.max_note_chars);
+        let range_strategy = table.range_strategy.unwrap_or(defaults.range_strategy);
+        let route_budgets = route_budgets(table.route_budgets.unwrap_or_default())?;
+        let summary = match table.summary {
             None => SummaryConfig::default(),
-            Some(value) => parse_summary(value)?,
+            Some(summary) => summary_config(summary)?,
         };
-        let quiet_start = fields
-            .boolean("quiet_start")?
-            .unwrap_or(defaults.quiet_start);
-        let mut warnings = Vec::new();
-        if table.contains_key("provider_usage_ratio") {
-            warnings.push(PROVIDER_USAGE_RATIO_WARNING.to_owned());
-        }
-        for legacy in [
-            "soft_budget_ratio",
-            "hard_budget_ratio",
-            "hysteresis_ratio",
-            "auxiliary_budget_ratio",
-        ] {
-            fields.ratio(legacy)?;
-        }
-
         if retain_ratio >= budget_ratio {
             return Err(ConfigError::RetainRatioNotBelowBudgetRatio {
                 retain_ratio,
@@ -483,34 +502,45 @@ impl CareConfig {
                 max_note_chars,
             });
         }
-        if range_strategy == RangeStrategy::TargetPrefix && expected_checkpoint_tokens.is_none() {
+        if range_strategy == RangeStrategy::TargetPrefix
+            && table.expected_checkpoint_tokens.is_none()
+        {
             return Err(ConfigError::TargetPrefixWithoutExpectedCheckpoint);
         }
-
+        let mut warnings = Vec::new();
+        if table.provider_usage_ratio.is_some() {
+            warnings.push(PROVIDER_USAGE_RATIO_WARNING.to_owned());
+        }
         Ok(Self {
             budget_ratio,
-            wakefulness_ratio,
+            wakefulness_ratio: table
+                .wakefulness_ratio
+                .unwrap_or(defaults.wakefulness_ratio),
             retain_ratio,
-            fatigue_exponent,
-            min_fresh_tokens,
+            fatigue_exponent: table.fatigue_exponent.unwrap_or(defaults.fatigue_exponent),
+            min_fresh_tokens: table.min_fresh_tokens.unwrap_or(defaults.min_fresh_tokens),
             min_note_chars,
             max_note_chars,
             range_strategy,
-            expected_checkpoint_tokens,
-            safety_tokens,
-            burst_tokens,
-            release_margin_tokens,
-            summary_safety_tokens,
-            retain_tokens,
-            context_budget_tokens,
-            billing_input_ceiling_tokens,
+            expected_checkpoint_tokens: table.expected_checkpoint_tokens,
+            safety_tokens: table.safety_tokens.unwrap_or(defaults.safety_tokens),
+            burst_tokens: table.burst_tokens.unwrap_or(defaults.burst_tokens),
+            release_margin_tokens: table
+                .release_margin_tokens
+                .unwrap_or(defaults.release_margin_tokens),
+            summary_safety_tokens: table.summary_safety_tokens,
+            retain_tokens: table.retain_tokens,
+            context_budget_tokens: table.context_budget_tokens,
+            billing_input_ceiling_tokens: table.billing_input_ceiling_tokens,
             route_budgets,
-            max_overflow_retries,
-            max_passes,
-            max_summary_repair_retries,
-            max_summary_calls_per_action,
+            max_overflow_retries: table
+                .max_overflow_retries
+                .unwrap_or(defaults.max_overflow_retries),
+            max_passes: table.max_passes,
+            max_summary_repair_retries: table.max_summary_repair_retries,
+            max_summary_calls_per_action: table.max_summary_calls_per_action,
             summary,
-            quiet_start,
+            quiet_start: table.quiet_start.unwrap_or(defaults.quiet_start),
             warnings,
         })
     }
@@ -546,181 +576,41 @@ impl CareConfig {
     }
 }
 
-/// Typed reads of the keys of one table; `prefix` is the key path of the table
-/// (`""`, `summary.`, `route_budgets[0].`).
-struct Fields<'a> {
-    table: &'a Map<String, Value>,
-    prefix: &'a str,
-}
-
-impl Fields<'_> {
-    fn path(&self, key: &str) -> String {
-        format!("{}{key}", self.prefix)
-    }
-
-    fn invalid(&self, key: &str, expected: &'static str, found: &Value) -> ConfigError {
-        invalid(&self.path(key), expected, found)
-    }
-
-    fn ratio(&self, key: &str) -> Result<Option<f64>, ConfigError> {
-        let Some(value) = self.table.get(key) else {
-            return Ok(None);
-        };
-        match value.as_f64() {
-            Some(ratio) if ratio > 0.0 && ratio < 1.0 => Ok(Some(ratio)),
-            _ => Err(self.invalid(key, RATIO, value)),
-        }
-    }
-
-    fn positive_number(&self, key: &str) -> Result<Option<f64>, ConfigError> {
-        let Some(value) = self.table.get(key) else {
-            return Ok(None);
-        };
-        match value.as_f64() {
-            Some(number) if number.is_finite() && number > 0.0 => Ok(Some(number)),
-            _ => Err(self.invalid(key, POSITIVE_NUMBER, value)),
-        }
-    }
-
-    fn integer_at_least(
-        &self,
-        key: &str,
-        minimum: u64,
-        expected: &'static str,
-    ) -> Result<Option<u64>, ConfigError> {
-        let Some(value) = self.table.get(key) else {
-            return Ok(None);
-        };
-        match safe_integer(value) {
-            Some(integer) if integer >= minimum => Ok(Some(integer)),
-            _ => Err(self.invalid(key, expected, value)),
-        }
-    }
-
-    fn positive_integer(&self, key: &str) -> Result<Option<u64>, ConfigError> {
-        self.integer_at_least(key, 1, POSITIVE_INTEGER)
-    }
-
-    fn non_negative_integer(&self, key: &str) -> Result<Option<u64>, ConfigError> {
-        self.integer_at_least(key, 0, NON_NEGATIVE_INTEGER)
-    }
-
-    fn boolean(&self, key: &str) -> Result<Option<bool>, ConfigError> {
-        match self.table.get(key) {
-            None => Ok(None),
-            Some(Value::Bool(flag)) => Ok(Some(*flag)),
-            Some(value) => Err(self.invalid(key, BOOLEAN, value)),
-        }
-    }
-
-    fn non_blank_string(&self, key: &str) -> Result<Option<String>, ConfigError> {
-        let Some(value) = self.table.get(key) else {
-            return Ok(None);
-        };
-        match value {
-            Value::String(text) if !text.trim().is_empty() => Ok(Some(text.clone())),
-            _ => Err(self.invalid(key, NON_BLANK_STRING, value)),
-        }
+/// The summary route is both halves or neither (CC-SUM-1).
+fn summary_config(table: SummaryTable) -> Result<SummaryConfig, ConfigError> {
+    match (&table.provider, &table.model) {
+        (Some(_), None) => Err(ConfigError::HalfSummaryRoute {
+            set: "provider",
+            missing: "model",
+        }),
+        (None, Some(_)) => Err(ConfigError::HalfSummaryRoute {
+            set: "model",
+            missing: "provider",
+        }),
+        (Some(_), Some(_)) | (None, None) => Ok(SummaryConfig {
+            provider: table.provider,
+            model: table.model,
+            max_tokens: table.max_tokens,
+            max_retries: table.max_retries,
+        }),
     }
 }
 
-fn invalid(key: &str, expected: &'static str, found: &Value) -> ConfigError {
-    ConfigError::InvalidValue {
-        key: key.to_owned(),
-        expected,
-        found: found.to_string(),
-    }
-}
-
-fn reject_unknown_keys(
-    table: &Map<String, Value>,
-    known: &[&str],
-    path: impl Fn(&str) -> String,
-) -> Result<(), ConfigError> {
-    match table.keys().find(|key| !known.contains(&key.as_str())) {
-        Some(key) => Err(ConfigError::UnknownKey { key: path(key) }),
-        None => Ok(()),
-    }
-}
-
-fn parse_summary(value: &Value) -> Result<SummaryConfig, ConfigError> {
-    let table = value
-        .as_object()
-        .ok_or_else(|| invalid("summary", "a table", value))?;
-    reject_unknown_keys(table, &SUMMARY_KEYS, |key| format!("summary.{key}"))?;
-    let fields = Fields {
-        table,
-        prefix: "summary.",
-    };
-    let provider = fields.non_blank_string("provider")?;
-    let model = fields.non_blank_string("model")?;
-    match (&provider, &model) {
-        (Some(_), None) => {
-            return Err(ConfigError::HalfSummaryRoute {
-                set: "provider",
-                missing: "model",
-            });
-        }
-        (None, Some(_)) => {
-            return Err(ConfigError::HalfSummaryRoute {
-                set: "model",
-                missing: "provider",
-            });
-        }
-        (Some(_), Some(_)) | (None, None) => {}
-    }
-    Ok(SummaryConfig {
-        provider,
-        model,
-        max_tokens: fields.positive_integer("max_tokens")?,
-        max_retries: fields.non_negative_integer("max_retries")?,
-    })
-}
-
-fn parse_route_budgets(value: &Value) -> Result<Vec<RouteBudget>, ConfigError> {
-    let entries = value
-        .as_array()
-        .ok_or_else(|| invalid("route_budgets", "an array of tables", value))?;
+/// Each entry names its whole route, and no route twice (CC-BUD-4).
+fn route_budgets(entries: Vec<RouteBudgetTable>) -> Result<Vec<RouteBudget>, ConfigError> {
     let mut route_budgets: Vec<RouteBudget> = Vec::with_capacity(entries.len());
-    for (index, entry) in entries.iter().enumerate() {
-        let prefix = format!("route_budgets[{index}].");
-        let table = entry
-            .as_object()
-            .ok_or_else(|| invalid(&format!("route_budgets[{index}]"), "a table", entry))?;
-        reject_unknown_keys(table, &ROUTE_BUDGET_KEYS, |key| format!("{prefix}{key}"))?;
-        let fields = Fields {
-            table,
-            prefix: &prefix,
-        };
-        let provider =
-            fields
-                .non_blank_string("provider")?
-                .ok_or(ConfigError::MissingRouteField {
-                    index,
-                    field: "provider",
-                })?;
-        let model = fields
-            .non_blank_string("model")?
-            .ok_or(ConfigError::MissingRouteField {
-                index,
-                field: "model",
-            })?;
-        let purpose = match table.get("purpose") {
-            None => return Err(ConfigError::MissingRoutePurpose { index }),
-            Some(value) => value
-                .as_str()
-                .and_then(RoutePurpose::parse)
-                .ok_or_else(|| {
-                    fields.invalid(
-                        "purpose",
-                        "conversation, compaction or session-title",
-                        value,
-                    )
-                })?,
-        };
-        let context_budget_tokens = fields.positive_integer("context_budget_tokens")?;
-        let billing_input_ceiling_tokens =
-            fields.positive_integer("billing_input_ceiling_tokens")?;
+    for (index, entry) in entries.into_iter().enumerate() {
+        let provider = entry.provider.ok_or(ConfigError::MissingRouteField {
+            index,
+            field: "provider",
+        })?;
+        let model = entry.model.ok_or(ConfigError::MissingRouteField {
+            index,
+            field: "model",
+        })?;
+        let purpose = entry
+            .purpose
+            .ok_or(ConfigError::MissingRoutePurpose { index })?;
         if let Some(first_index) = route_budgets
             .iter()
             .position(|earlier| earlier.matches(&provider, &model, purpose))
@@ -737,28 +627,9 @@ fn parse_route_budgets(value: &Value) -> Result<Vec<RouteBudget>, ConfigError> {
             provider,
             model,
             purpose,
-            context_budget_tokens,
-            billing_input_ceiling_tokens,
+            context_budget_tokens: entry.context_budget_tokens,
+            billing_input_ceiling_tokens: entry.billing_input_ceiling_tokens,
         });
     }
     Ok(route_budgets)
-}
-
-/// A JSON number that is an integer in 0 ..= 2^53-1; an integral float such as `1024.0`
-/// counts, as it does for JavaScript's `Number.isSafeInteger`.
-fn safe_integer(value: &Value) -> Option<u64> {
-    let Value::Number(number) = value else {
-        return None;
-    };
-    if let Some(integer) = number.as_u64() {
-        return (integer <= MAX_SAFE_INTEGER).then_some(integer);
-    }
-    if number.is_i64() {
-        return None;
-    }
-    let float = number.as_f64()?;
-    let integral = float.is_finite() && float.fract() == 0.0 && float >= 0.0;
-    // Exact for every integral float up to 2^53; larger ones saturate and are refused.
-    let integer = float as u64;
-    (integral && integer <= MAX_SAFE_INTEGER).then_some(integer)
 }

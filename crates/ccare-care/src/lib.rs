@@ -60,6 +60,7 @@ pub mod boundary;
 pub mod budget;
 mod care;
 pub mod config;
+pub mod controls_catalog;
 mod gate;
 mod guidance;
 pub mod hysteresis;

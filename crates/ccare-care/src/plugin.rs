@@ -10,7 +10,6 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use ccare_agent::controls::context_care_catalog;
 use ccare_agent::{MountError, Plugin, PluginScope};
 use ccare_core::{Locale, SessionId};
 use ccare_llm::Route;
@@ -20,6 +19,7 @@ use serde_json::Value;
 use crate::boundary::{Boundary, GenerationMark};
 use crate::care::{Care, CareError, Samples, UiSample};
 use crate::config::CareConfig;
+use crate::controls_catalog::context_care_catalog;
 use crate::gate::{BudgetGate, JournalFlush};
 use crate::guidance::Guidance;
 use crate::journal::RequestJournal;

@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use crate::budget::{Budget, BudgetAssessment, assess};
 use crate::care::{Care, CareError};
+use crate::journal::records::MaintenanceView;
 use crate::metrics::ContextCareMetrics;
 use crate::pricing::Price;
 
@@ -285,49 +286,38 @@ pub struct ActionRecord {
 }
 
 impl ActionRecord {
+    /// The record's fields as the typed view reads them.
+    pub fn view(&self) -> MaintenanceView<'_> {
+        MaintenanceView::of(&self.data)
+    }
+
     /// The operation id.
     pub fn operation_id(&self) -> &str {
-        self.data
-            .get("operationId")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
+        self.view().operation_id.unwrap_or_default()
     }
 
     /// One line: id, action, reason, outcome, and the input before → after (the caller
     /// prints `at` in its own time format).
     pub fn line(&self) -> String {
-        let field = |key: &str| {
-            self.data
-                .get(key)
-                .map(|value| match value {
-                    serde_json::Value::String(text) => text.clone(),
-                    serde_json::Value::Null => "-".to_owned(),
-                    other => other.to_string(),
-                })
-                .unwrap_or_else(|| "-".to_owned())
-        };
+        let view = self.view();
+        let text = |field: Option<&str>| field.unwrap_or("-").to_owned();
+        let tokens = |field: Option<u64>| field.map_or_else(|| "-".to_owned(), |n| n.to_string());
         let mut line = format!(
             "{}  {} {} {}",
-            self.operation_id(),
-            field("action"),
-            field("reason"),
-            field("outcome"),
+            view.operation_id.unwrap_or_default(),
+            text(view.action),
+            text(view.reason),
+            text(view.outcome),
         );
-        if self.data.get("beforeInput").is_some() {
+        if view.before_input.is_some() {
             line.push_str(&format!(
                 "  input {} → {}",
-                field("beforeInput"),
-                field("afterInput")
+                tokens(view.before_input),
+                tokens(view.after_input)
             ));
         }
-        if let Some(error) = self.data.get("error").filter(|error| !error.is_null()) {
-            line.push_str(&format!(
-                "  error {}",
-                error
-                    .get("code")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or_default()
-            ));
+        if let Some(error) = &view.error {
+            line.push_str(&format!("  error {}", error.code));
         }
         line
     }

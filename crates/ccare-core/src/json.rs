@@ -22,6 +22,27 @@ pub type JsonObject = serde_json::Map<String, Value>;
 /// The largest integer every JSON reader represents exactly (2^53 − 1).
 pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
+/// A JSON number that is an integer in 0 ..= 2^53-1, as a config count or interval
+/// must be. An integral float such as `60000.0` counts, as it does for JavaScript's
+/// `Number.isSafeInteger`; a negative, fractional, oversized or non-number value is
+/// `None`, so the caller reports it with the value found.
+pub fn safe_integer(value: &Value) -> Option<u64> {
+    let Value::Number(number) = value else {
+        return None;
+    };
+    if let Some(integer) = number.as_u64() {
+        return (integer <= MAX_SAFE_INTEGER).then_some(integer);
+    }
+    if number.is_i64() {
+        return None;
+    }
+    let float = number.as_f64()?;
+    let integral = float.is_finite() && float.fract() == 0.0 && float >= 0.0;
+    // Exact for every integral float up to 2^53; larger ones saturate and are refused.
+    let integer = float as u64;
+    (integral && integer <= MAX_SAFE_INTEGER).then_some(integer)
+}
+
 /// Why a value is not lossless, and where (spec code `NON_LOSSLESS_JSON`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("non-lossless JSON at '{pointer}': {reason}")]
@@ -306,6 +327,22 @@ mod tests {
         if let Ok(value) = serde_json::from_str::<Value>(text) {
             assert_eq!(check_value(&value), expected, "value: {text}");
         }
+    }
+
+    #[test]
+    fn safe_integer_takes_integral_values_up_to_2_pow_53_minus_1() {
+        assert_eq!(safe_integer(&json!(0)), Some(0));
+        assert_eq!(
+            safe_integer(&json!(9_007_199_254_740_991_u64)),
+            Some(MAX_SAFE_INTEGER)
+        );
+        assert_eq!(safe_integer(&json!(60000.0)), Some(60_000));
+        assert_eq!(safe_integer(&json!(9_007_199_254_740_992_u64)), None);
+        assert_eq!(safe_integer(&json!(9_007_199_254_740_992.0)), None);
+        assert_eq!(safe_integer(&json!(-1)), None);
+        assert_eq!(safe_integer(&json!(1.5)), None);
+        assert_eq!(safe_integer(&json!("60000")), None);
+        assert_eq!(safe_integer(&json!(null)), None);
     }
 
     #[test]

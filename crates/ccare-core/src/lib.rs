@@ -8,6 +8,8 @@
 //! - [`Message`] and [`ContentBlock`] are what the model sees (H-MSG-1); [`Source`] says
 //!   who put a message there (H-EVT-3).
 //! - [`json`] enforces H-LOG-2 (finite numbers, no `-0`, safe integers).
+//! - [`strict`] reads a plugin's config table strictly (H-CFG-2): unknown keys and bad
+//!   values are errors naming the key path, the expected and the found value.
 //! - [`Clock`] is the one source of time (H-GEN-1).
 //!
 //! This crate does not read files, talk to providers or know any plugin; a type that
@@ -33,6 +35,7 @@ pub mod kinds;
 mod locale;
 mod message;
 mod source;
+pub mod strict;
 mod usage;
 
 pub use clock::{Clock, ManualClock, SystemClock};

@@ -1,11 +1,11 @@
 //! The `[plugins.time-context]` table (TC-2), validated once at load.
 
+use ccare_core::json::safe_integer;
+use ccare_core::strict;
+use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::zone::Zone;
-
-/// The largest safe integer, 2^53 - 1 (TC-2.3).
-pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// The validated configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,60 +35,47 @@ impl TimeContextConfig {
         config: &Value,
         process_zone: impl FnOnce() -> Result<Zone, String>,
     ) -> Result<Self, String> {
-        let table = config
-            .as_object()
-            .ok_or_else(|| format!("the config must be a table, got {config}"))?;
-        if let Some(key) = table
-            .keys()
-            .find(|key| !matches!(key.as_str(), "time_zone" | "refresh_interval_ms"))
-        {
-            return Err(format!("unknown config {key}"));
-        }
-        let refresh_interval_ms = match table.get("refresh_interval_ms") {
-            None => 0,
-            Some(value) => safe_integer(value).ok_or_else(|| {
-                format!("refresh_interval_ms must be a non-negative safe integer, got {value}")
-            })?,
-        };
-        let zone = match table.get("time_zone") {
+        let table: Table = strict::from_value(config).map_err(|error| error.to_string())?;
+        let zone = match table.time_zone {
             None => process_zone()?,
-            Some(Value::String(name)) => Zone::named(name)?,
-            Some(other) => {
-                return Err(format!(
-                    "time_zone must be a valid IANA time zone identifier, got {other}"
-                ));
-            }
+            Some(name) => Zone::named(&name)?,
         };
         Ok(Self {
             zone,
-            refresh_interval_ms,
+            refresh_interval_ms: table.refresh_interval_ms.unwrap_or(0),
         })
     }
 }
 
-/// A JSON number that is an integer in 0 ..= 2^53-1 (an integral float such as
-/// `60000.0` counts, as it does for JavaScript's `Number.isSafeInteger`).
-fn safe_integer(value: &Value) -> Option<u64> {
-    let Value::Number(number) = value else {
-        return None;
-    };
-    if let Some(integer) = number.as_u64() {
-        return (integer <= MAX_SAFE_INTEGER).then_some(integer);
-    }
-    if number.is_i64() {
-        return None;
-    }
-    let float = number.as_f64()?;
-    let integral = float.is_finite() && float.fract() == 0.0 && float >= 0.0;
-    // Exact for every integral float up to 2^53; larger ones saturate and are refused.
-    let integer = float as u64;
-    (integral && integer <= MAX_SAFE_INTEGER).then_some(integer)
+/// The table as written, read by the shared strict reader: unknown keys first, then
+/// `refresh_interval_ms`, then `time_zone` (resolved into a [`Zone`] after).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Table {
+    #[serde(default, deserialize_with = "refresh_interval")]
+    refresh_interval_ms: Option<u64>,
+    #[serde(default, deserialize_with = "zone_name")]
+    time_zone: Option<String>,
+}
+
+/// TC-2.3: `a non-negative safe integer`.
+fn refresh_interval<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    strict::check(deserializer, "a non-negative safe integer", safe_integer).map(Some)
+}
+
+/// A string; whether it names a zone is [`Zone::named`]'s to say.
+fn zone_name<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<String>, D::Error> {
+    strict::check(deserializer, "a valid IANA time zone identifier", |value| {
+        value.as_str().map(str::to_owned)
+    })
+    .map(Some)
 }
 
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use ccare_core::json::MAX_SAFE_INTEGER;
     use serde_json::json;
 
     use super::*;

@@ -104,7 +104,7 @@ mod plugin;
 mod render;
 mod zone;
 
-pub use config::{MAX_SAFE_INTEGER, TimeContextConfig};
+pub use config::TimeContextConfig;
 pub use invariant::{VALIDATOR, check_event, check_log, invariant_validator};
 pub use plugin::{
     TimeContext, TimeContextInvariant, baseline_ms, reading_due, reading_message, reading_source,

@@ -21,7 +21,8 @@
 //! A regex crate would add a dependency and a second reading of the same semantics
 //! (its `\b` and case folding are Unicode by default) for ten literals.
 
-use serde::{Deserialize, Serialize};
+use ccare_core::strict::{self, Problem, StrictError};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -189,12 +190,15 @@ pub enum CompletionConfigError {
     #[error("completion.{key}: expected {expected}, got {got}")]
     Invalid {
         /// The key.
-        key: &'static str,
+        key: String,
         /// What it must be.
-        expected: &'static str,
+        expected: String,
         /// What it was.
         got: String,
     },
+    /// Any other refusal of the table's shape, as the strict reader words it.
+    #[error("completion: {0}")]
+    Table(StrictError),
 }
 
 /// The observer's config (CO-2), `[plugins.stream-watch] completion = {…}`; each key
@@ -224,54 +228,84 @@ impl Default for CompletionConfig {
     }
 }
 
+/// The `completion` table as written, read by the shared strict reader.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompletionTable {
+    #[serde(default, deserialize_with = "cooldown")]
+    cooldown_ms: Option<u64>,
+    #[serde(default, deserialize_with = "positive_usize")]
+    max_observed_chars: Option<usize>,
+    #[serde(default, deserialize_with = "strict::boolean")]
+    notifications: Option<bool>,
+    #[serde(default, deserialize_with = "positive_u32")]
+    max_deliveries: Option<u32>,
+}
+
+/// Any JSON integer >= 0: `a non-negative integer`.
+fn cooldown<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    strict::check(deserializer, "a non-negative integer", Value::as_u64).map(Some)
+}
+
+/// `a positive integer` that fits a `usize`.
+fn positive_usize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<usize>, D::Error> {
+    strict::check(deserializer, "a positive integer", |value| {
+        value
+            .as_u64()
+            .filter(|chars| *chars > 0)
+            .and_then(|chars| usize::try_from(chars).ok())
+    })
+    .map(Some)
+}
+
+/// `a positive integer` that fits a `u32`.
+fn positive_u32<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    strict::check(deserializer, "a positive integer", |value| {
+        value
+            .as_u64()
+            .filter(|count| *count > 0)
+            .and_then(|count| u32::try_from(count).ok())
+    })
+    .map(Some)
+}
+
+impl From<StrictError> for CompletionConfigError {
+    fn from(error: StrictError) -> Self {
+        match error.problem {
+            Problem::UnknownKey => CompletionConfigError::UnknownKey(error.path),
+            Problem::Invalid { found, .. } if error.path.is_empty() => {
+                CompletionConfigError::NotATable(found)
+            }
+            Problem::Invalid { expected, found } => CompletionConfigError::Invalid {
+                key: error.path,
+                expected,
+                got: found,
+            },
+            // Every key is optional and has no alias: not reached today.
+            problem @ (Problem::Missing | Problem::Duplicate | Problem::Other(_)) => {
+                CompletionConfigError::Table(StrictError {
+                    path: error.path,
+                    problem,
+                })
+            }
+        }
+    }
+}
+
 impl CompletionConfig {
     /// Reads the config table strictly: unknown keys and wrong types are errors;
     /// `max_observed_chars` and `max_deliveries` must be positive.
     pub fn from_json(table: &Value) -> Result<Self, CompletionConfigError> {
-        let Some(table) = table.as_object() else {
-            return Err(CompletionConfigError::NotATable(table.to_string()));
-        };
-        if let Some(key) = table.keys().find(|key| {
-            !matches!(
-                key.as_str(),
-                "cooldown_ms" | "max_observed_chars" | "notifications" | "max_deliveries"
-            )
-        }) {
-            return Err(CompletionConfigError::UnknownKey(key.clone()));
-        }
-        let invalid = |key: &'static str, expected: &'static str, got: &Value| {
-            CompletionConfigError::Invalid {
-                key,
-                expected,
-                got: got.to_string(),
-            }
-        };
-        let mut config = Self::default();
-        if let Some(value) = table.get("cooldown_ms") {
-            config.cooldown_ms = value
-                .as_u64()
-                .ok_or_else(|| invalid("cooldown_ms", "a non-negative integer", value))?;
-        }
-        if let Some(value) = table.get("max_observed_chars") {
-            config.max_observed_chars = value
-                .as_u64()
-                .filter(|chars| *chars > 0)
-                .and_then(|chars| usize::try_from(chars).ok())
-                .ok_or_else(|| invalid("max_observed_chars", "a positive integer", value))?;
-        }
-        if let Some(value) = table.get("notifications") {
-            config.notifications = value
-                .as_bool()
-                .ok_or_else(|| invalid("notifications", "true or false", value))?;
-        }
-        if let Some(value) = table.get("max_deliveries") {
-            config.max_deliveries = value
-                .as_u64()
-                .filter(|deliveries| *deliveries > 0)
-                .and_then(|deliveries| u32::try_from(deliveries).ok())
-                .ok_or_else(|| invalid("max_deliveries", "a positive integer", value))?;
-        }
-        Ok(config)
+        let table: CompletionTable = strict::from_value(table)?;
+        let defaults = Self::default();
+        Ok(Self {
+            cooldown_ms: table.cooldown_ms.unwrap_or(defaults.cooldown_ms),
+            max_observed_chars: table
+                .max_observed_chars
+                .unwrap_or(defaults.max_observed_chars),
+            notifications: table.notifications.unwrap_or(defaults.notifications),
+            max_deliveries: table.max_deliveries.unwrap_or(defaults.max_deliveries),
+        })
     }
 }
 

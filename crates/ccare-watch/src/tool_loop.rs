@@ -6,7 +6,9 @@
 //! refused before it runs, citing the earlier result, unless that result was compacted
 //! away, in which case the call runs and the model gets a pointer instead.
 
-use serde::{Deserialize, Serialize};
+use ccare_core::strict::{self, Problem};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// `[plugins.stream-watch] tool_loop = { notice_after, stop_after, exempt_tools }`.
@@ -14,8 +16,10 @@ use sha2::{Digest, Sha256};
 #[serde(deny_unknown_fields, default)]
 pub struct ToolLoopConfig {
     /// Identical pairs in a row before a reminder (default 3).
+    #[serde(deserialize_with = "count")]
     pub notice_after: u32,
     /// The identical pair that is refused instead of run (default 5).
+    #[serde(deserialize_with = "count")]
     pub stop_after: u32,
     /// Tool names never counted; `*` matches any run of characters (EX-3).
     pub exempt_tools: Vec<String>,
@@ -31,7 +35,38 @@ impl Default for ToolLoopConfig {
     }
 }
 
+/// A JSON integer that fits a `u32`: `a non-negative integer`.
+fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+    strict::check(deserializer, "a non-negative integer", |value| {
+        value.as_u64().and_then(|count| u32::try_from(count).ok())
+    })
+}
+
 impl ToolLoopConfig {
+    /// Reads the `tool_loop` table strictly (the shared strict reader) and checks its
+    /// limits ([`ToolLoopConfig::validate`]). Errors read like the `completion` table's:
+    /// `tool_loop: unknown config x`, `tool_loop.stop_after: expected a non-negative
+    /// integer, got "5"`.
+    pub fn from_json(table: &Value) -> Result<Self, String> {
+        let config: Self = strict::from_value(table).map_err(|error| {
+            let path = &error.path;
+            match error.problem {
+                Problem::UnknownKey => format!("tool_loop: unknown config {path}"),
+                Problem::Invalid { expected, found } if path.is_empty() => {
+                    format!("tool_loop must be {expected}, got {found}")
+                }
+                Problem::Invalid { expected, found } => {
+                    format!("tool_loop.{path}: expected {expected}, got {found}")
+                }
+                Problem::Missing | Problem::Duplicate | Problem::Other(_) => {
+                    format!("tool_loop.{error}")
+                }
+            }
+        })?;
+        config.validate()?;
+        Ok(config)
+    }
+
     /// Checks the limits: both ≥ 2, the reminder before the stop.
     pub fn validate(&self) -> Result<(), String> {
         if self.notice_after < 2 || self.stop_after < 2 {
@@ -277,5 +312,44 @@ mod tests {
             exempt_tools: Vec::new(),
         };
         assert!(bad.validate().unwrap_err().contains("below stop_after"));
+    }
+
+    #[test]
+    fn ex_1_the_table_is_read_strictly() {
+        use serde_json::json;
+        let read = |table: Value| ToolLoopConfig::from_json(&table);
+        assert_eq!(read(json!({})), Ok(ToolLoopConfig::default()));
+        assert_eq!(
+            read(json!({"stop_after": 9, "exempt_tools": ["read_*"]})),
+            Ok(ToolLoopConfig {
+                notice_after: 3,
+                stop_after: 9,
+                exempt_tools: vec!["read_*".to_owned()],
+            })
+        );
+        assert_eq!(
+            read(json!({"stopAfter": 9})).unwrap_err(),
+            "tool_loop: unknown config stopAfter"
+        );
+        assert_eq!(
+            read(json!({"stop_after": "5"})).unwrap_err(),
+            "tool_loop.stop_after: expected a non-negative integer, got \"5\""
+        );
+        assert_eq!(
+            read(json!({"notice_after": -1})).unwrap_err(),
+            "tool_loop.notice_after: expected a non-negative integer, got -1"
+        );
+        assert_eq!(
+            read(json!({"exempt_tools": ["a", 1]})).unwrap_err(),
+            "tool_loop.exempt_tools[1]: expected a string, got 1"
+        );
+        assert_eq!(
+            read(json!([])).unwrap_err(),
+            "tool_loop must be a table, got []"
+        );
+        assert_eq!(
+            read(json!({"notice_after": 5})).unwrap_err(),
+            "tool_loop: notice_after (5) must be below stop_after (5)"
+        );
     }
 }

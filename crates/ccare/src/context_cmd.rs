@@ -5,7 +5,8 @@ use std::io::Write as _;
 
 use crate::Failure;
 use ccare_app::Booted;
-use ccare_care::journal::records::MaintenanceView;
+use ccare_core::kinds::{self, AssistantMessage, ToolResult, UserMessage};
+use ccare_core::{ContentBlock, Event};
 
 /// The note printed after the report: the sample changed nothing.
 pub(crate) const NOTHING_APPENDED: &str = "(sampled now; nothing was appended to the session)";
@@ -77,7 +78,7 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
         crate::output::rfc3339_utc(record.at),
         record.line()
     ));
-    let replacements = MaintenanceView::of(&record.data).replacements;
+    let replacements = record.view().replacements;
     if replacements.is_empty() {
         out.push_str("replaced     nothing\n");
     }
@@ -99,30 +100,8 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
                 && let Some(event) = event_at(new)
             {
                 out.push_str(&format!("  + seq {new} {}\n", event.kind()));
-                if let Ok(data) = event.data() {
-                    let text = serde_json::Value::Object(data)
-                        .pointer("/message/content")
-                        .and_then(serde_json::Value::as_array)
-                        .map(|blocks| {
-                            blocks
-                                .iter()
-                                .filter_map(|block| {
-                                    block
-                                        .get("text")
-                                        .and_then(serde_json::Value::as_str)
-                                        .or_else(|| {
-                                            block
-                                                .pointer("/content/0/text")
-                                                .and_then(serde_json::Value::as_str)
-                                        })
-                                })
-                                .collect::<Vec<_>>()
-                                .join("\n")
-                        })
-                        .unwrap_or_default();
-                    for line in text.lines() {
-                        out.push_str(&format!("    {line}\n"));
-                    }
+                for line in message_text(&event).lines() {
+                    out.push_str(&format!("    {line}\n"));
                 }
             }
         }
@@ -130,6 +109,38 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(out.as_bytes()).map_err(Failure::failed)?;
     stdout.flush().map_err(Failure::failed)
+}
+
+/// The text of a replace node's message (a checkpoint, a pruned tool result): its
+/// text and reasoning blocks and the first text of each tool result, one per line;
+/// empty for an event that carries no message.
+fn message_text(event: &Event) -> String {
+    let message = match event.kind() {
+        kinds::USER_MESSAGE => event.decode::<UserMessage>().ok().map(|data| data.message),
+        kinds::TOOL_RESULT => event.decode::<ToolResult>().ok().map(|data| data.message),
+        kinds::ASSISTANT_MESSAGE => event
+            .decode::<AssistantMessage>()
+            .ok()
+            .map(|data| data.message),
+        _ => None,
+    };
+    let Some(message) = message else {
+        return String::new();
+    };
+    message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.text.as_str()),
+            ContentBlock::Reasoning(reasoning) => Some(reasoning.text.as_str()),
+            ContentBlock::ToolResult(result) => match result.content.first() {
+                Some(ContentBlock::Text(text)) => Some(text.text.as_str()),
+                _ => None,
+            },
+            ContentBlock::ToolCall(_) | ContentBlock::Image(_) | ContentBlock::Unknown(_) => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Prints the report of `session` (exit 2 when the profile turns context care off or

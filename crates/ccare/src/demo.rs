@@ -136,13 +136,16 @@ pub(crate) async fn run(settings: &Settings, home: &Home) -> Result<(), Failure>
     if let Some(Ok(actions)) = care.actions(&reopened).await {
         for action in actions
             .iter()
-            .filter(|action| action.data["outcome"] == "committed")
+            .filter(|action| action.view().outcome == Some("committed"))
         {
+            let view = action.view();
+            let tokens =
+                |field: Option<u64>| field.map_or_else(|| "null".to_owned(), |n| n.to_string());
             writeln!(out,
                 "\n(context care summarized the earlier turns into a checkpoint at the model's request: the next request's input went from {} to {} tokens; operation {})",
-                action.data["beforeInput"],
-                action.data["afterInput"],
-                action.operation_id()
+                tokens(view.before_input),
+                tokens(view.after_input),
+                view.operation_id.unwrap_or_default()
             ).map_err(Failure::failed)?;
         }
     }

@@ -7,85 +7,43 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use ccare_agent::testing::{TestHost, events_of, kinds};
 use ccare_agent::{
-    Agent, AgentOptions, BoxFuture, CancelCause, Concurrency, HookContext, HookError, Host, Plugin,
-    PluginScope, PreStepDecision, PreStepHook, PreStepInput, PreStepNext, RequestErrorDecision,
-    SystemSection, Tool, ToolContext, ToolDef, ToolOutcome,
+    Agent, BoxFuture, CancelCause, Concurrency, HookContext, HookError, Host, Plugin, PluginScope,
+    PreStepDecision, PreStepHook, PreStepInput, PreStepNext, RequestErrorDecision, SystemSection,
+    Tool, ToolContext, ToolDef, ToolOutcome,
 };
 use ccare_core::kinds::TurnEndReason;
 use ccare_core::{ContentBlock, Message, Role, Source, SystemClock};
+use ccare_llm::ToolSpec;
 use ccare_llm::script::ScriptProvider;
-use ccare_llm::{Llm, LlmConfig, ProviderConfig, ProviderKind, ToolSpec};
-use ccare_session::{Registry, Session, Sessions, SessionsConfig};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_session::Session;
 use serde_json::{Value, json};
 
+/// The kernel's test host with the `echo` tool, and a fresh session.
 struct Kit {
-    _dir: tempfile::TempDir,
     host: Arc<Host>,
     script: ScriptProvider,
     session: Session,
+    test: TestHost,
 }
 
 async fn kit(script: &str) -> Kit {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let script = ScriptProvider::from_jsonl(script).unwrap();
-    let mut config = LlmConfig::default();
-    config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    let mut llm = Llm::from_config(config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script.clone()),
-    );
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
-    host.add_tool(Arc::new(Echo::new("echo", Concurrency::ParallelSafe, 0)))
+    let kit = TestHost::builder(script).build().unwrap();
+    kit.host()
+        .add_tool(Arc::new(Echo::new("echo", Concurrency::ParallelSafe, 0)))
         .unwrap();
-    let session = sessions.create(None, Default::default()).await.unwrap();
+    let session = kit.session().await.unwrap();
     Kit {
-        _dir: dir,
-        host,
-        script,
+        host: Arc::clone(kit.host()),
+        script: kit.script().clone(),
         session,
+        test: kit,
     }
 }
 
 fn agent(kit: &Kit) -> Agent {
-    Agent::new(
-        Arc::clone(&kit.host),
-        kit.session.clone(),
-        Arc::new(SystemClock),
-        AgentOptions::new("s/scripted"),
-    )
-}
-
-fn kinds(session: &Session) -> Vec<String> {
-    session.with_log(|log| {
-        log.events()
-            .iter()
-            .map(|event| event.kind().to_owned())
-            .collect()
-    })
-}
-
-fn data(session: &Session, kind: &str) -> Vec<Value> {
-    session.with_log(|log| {
-        log.events()
-            .iter()
-            .filter(|event| event.kind() == kind)
-            .map(|event| serde_json::from_str(event.data_json()).unwrap())
-            .collect()
-    })
+    kit.test.agent(&kit.session, "s/scripted")
 }
 
 /// Echoes `text` after `delay_ms`.
@@ -161,15 +119,15 @@ async fn h_loop_5_a_two_step_turn_with_one_tool_call_logs_exactly() {
             "turn/end",
         ]
     );
-    let header = &data(&kit.session, "request/header")[0];
+    let header = &events_of(&kit.session, "request/header")[0];
     assert_eq!(header["reason"], "initial");
     assert_eq!(header["header"]["tools"][0]["name"], "echo");
-    let result = &data(&kit.session, "tool/result")[0];
+    let result = &events_of(&kit.session, "tool/result")[0];
     assert_eq!(
         result["message"]["content"][0]["content"][0]["text"],
         "pong"
     );
-    let answers = data(&kit.session, "assistant/message");
+    let answers = events_of(&kit.session, "assistant/message");
     assert_eq!(answers[0]["finish"], "tool-calls");
     assert_eq!(
         answers[1]["message"]["content"][0]["text"],
@@ -386,7 +344,7 @@ async fn h_hook_5_a_request_error_hook_retry_redispatches_exactly_once() {
     agent.prompt("long");
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
     assert_eq!(kit.script.requests().len(), 2);
-    let attempts = data(&kit.session, "assistant/attempt");
+    let attempts = events_of(&kit.session, "assistant/attempt");
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0]["outcome"], "failed");
     assert_eq!(attempts[0]["failure"]["code"], "CONTEXT_WINDOW_EXCEEDED");
@@ -434,10 +392,10 @@ async fn h_cancel_2_cancel_while_streaming_keeps_the_visible_prefix_and_a_kept_f
     }
     agent.prompt("next question");
     agent.cancel(CancelCause::User, true).await;
-    let answers = data(&kit.session, "assistant/message");
+    let answers = events_of(&kit.session, "assistant/message");
     assert_eq!(answers[0]["interrupted"], true);
     assert_eq!(answers[0]["message"]["content"][0]["text"], "one two ");
-    let ends = data(&kit.session, "turn/end");
+    let ends = events_of(&kit.session, "turn/end");
     assert_eq!(
         ends[0]["reason"],
         json!({"kind": "aborted", "cause": {"kind": "user"}})
@@ -445,8 +403,8 @@ async fn h_cancel_2_cancel_while_streaming_keeps_the_visible_prefix_and_a_kept_f
     // The followup queued before the cancel survived (keep-inbox) and ran.
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
     assert_eq!(ends.len(), 1);
-    assert_eq!(data(&kit.session, "turn/end").len(), 2);
-    let step_ends = data(&kit.session, "step/end");
+    assert_eq!(events_of(&kit.session, "turn/end").len(), 2);
+    let step_ends = events_of(&kit.session, "step/end");
     assert_eq!(step_ends[0]["interrupted"], true);
 }
 
@@ -460,7 +418,7 @@ async fn h_tool_1_bad_calls_get_error_results_and_the_model_sees_them() {
     let agent = agent(&kit);
     agent.prompt("go");
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
-    let results = data(&kit.session, "tool/result");
+    let results = events_of(&kit.session, "tool/result");
     let codes: Vec<&str> = results
         .iter()
         .map(|result| result["error"]["code"].as_str().unwrap())
@@ -478,7 +436,7 @@ async fn h_tool_1_bad_calls_get_error_results_and_the_model_sees_them() {
         results[1]["error"]["message"]
     );
     assert!(
-        data(&kit.session, "tool/call").is_empty(),
+        events_of(&kit.session, "tool/call").is_empty(),
         "no body ran, so no dispatch marker"
     );
     let second = &kit.script.requests()[1];
@@ -508,7 +466,7 @@ async fn h_tool_2_parallel_calls_overlap_and_results_keep_block_order() {
         "three 300 ms calls ran in parallel: {:?}",
         started.elapsed()
     );
-    let texts: Vec<String> = data(&kit.session, "tool/result")
+    let texts: Vec<String> = events_of(&kit.session, "tool/result")
         .iter()
         .map(|result| {
             result["message"]["content"][0]["content"][0]["text"]
@@ -557,7 +515,7 @@ async fn h_cancel_2_cancel_during_tools_answers_running_and_undispatched_calls()
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     agent.cancel(CancelCause::User, false).await;
-    let codes: Vec<String> = data(&kit.session, "tool/result")
+    let codes: Vec<String> = events_of(&kit.session, "tool/result")
         .iter()
         .map(|result| result["error"]["code"].as_str().unwrap().to_owned())
         .collect();
@@ -603,17 +561,17 @@ async fn h_sess_4_a_new_agent_on_an_old_session_logs_a_resume_header() {
     let second = agent(&kit);
     second.prompt("two");
     assert_eq!(second.when_idle().await, Some(TurnEndReason::Completed));
-    let reasons: Vec<Value> = data(&kit.session, "request/header")
+    let reasons: Vec<Value> = events_of(&kit.session, "request/header")
         .iter()
         .map(|header| header["reason"].clone())
         .collect();
     assert_eq!(reasons, [json!("initial"), json!("resume")]);
     assert_eq!(
-        data(&kit.session, "request/context").len(),
+        events_of(&kit.session, "request/context").len(),
         1,
         "the context did not change"
     );
-    assert_eq!(data(&kit.session, "turn/start")[1]["turn"], 2);
+    assert_eq!(events_of(&kit.session, "turn/start")[1]["turn"], 2);
 }
 
 #[tokio::test]
@@ -892,7 +850,7 @@ async fn design_3_boundary_notices_run_in_priority_order_and_segments_stay_off_t
         ],
         "notices enter the log in priority order; the segment follows every surface message"
     );
-    let surface_texts: Vec<String> = data(&kit.session, "user/message")
+    let surface_texts: Vec<String> = events_of(&kit.session, "user/message")
         .iter()
         .map(|event| {
             event["message"]["content"][0]["text"]
@@ -907,7 +865,7 @@ async fn design_3_boundary_notices_run_in_priority_order_and_segments_stay_off_t
             .any(|text| text == "keep answers short"),
         "request-only: {surface_texts:?}"
     );
-    let series: Vec<Value> = data(&kit.session, "request/header")
+    let series: Vec<Value> = events_of(&kit.session, "request/header")
         .into_iter()
         .filter(|header| header["reason"] == "series")
         .collect();
@@ -968,7 +926,7 @@ async fn h_cancel_1_a_stream_observer_cancels_with_a_hook_cause_and_keeps_the_ou
         cause,
         json!({"kind": "hook", "plugin": "watch", "reason": "line-repeat"})
     );
-    let answer = &data(&kit.session, "assistant/message")[0];
+    let answer = &events_of(&kit.session, "assistant/message")[0];
     assert_eq!(answer["interrupted"], true);
     assert!(
         answer["message"]["content"][0]["text"]
@@ -1035,8 +993,8 @@ async fn h_hook_6_a_turn_stopping_hook_steers_the_turn_into_another_step_and_idl
     let agent = agent(&kit);
     agent.prompt("finish");
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
-    assert_eq!(data(&kit.session, "step/start").len(), 2);
-    assert_eq!(data(&kit.session, "turn/end").len(), 1);
+    assert_eq!(events_of(&kit.session, "step/start").len(), 2);
+    assert_eq!(events_of(&kit.session, "turn/end").len(), 1);
     assert_eq!(
         idle.load(Ordering::SeqCst),
         1,
@@ -1055,7 +1013,15 @@ impl Plugin for Stateful {
         _config: &Value,
         scope: &mut PluginScope<'_>,
     ) -> Result<(), ccare_agent::MountError> {
-        scope.control_source(ccare_agent::controls::context_care_catalog())?;
+        // A source of the plugin's name with the one action the test decides.
+        let state = ccare_agent::controls::ControlRule::new(
+            "state",
+            vec![ccare_agent::controls::ControlAction::new("report")],
+        );
+        scope.control_source(ccare_agent::controls::ControlSource {
+            plugin: Some("context-care".to_owned()),
+            ..ccare_agent::controls::ControlSource::new("context-care", vec![state])
+        })?;
         *self.0.lock() = Some(scope.domains());
         Ok(())
     }
@@ -1132,7 +1098,7 @@ async fn h_evt_4_the_stored_stream_expands_and_reassembles_to_the_committed_mess
     let agent = agent(&kit);
     agent.prompt("x");
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
-    let answer = &data(&kit.session, "assistant/message")[0];
+    let answer = &events_of(&kit.session, "assistant/message")[0];
     let records = answer["stream"].as_array().unwrap();
     let kinds: Vec<&str> = records
         .iter()
@@ -1252,7 +1218,7 @@ async fn design_3_every_gate_hears_how_each_call_ended() {
     let agent = agent(&kit);
     agent.prompt("hello");
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
-    let messages = data(&kit.session, "assistant/message");
+    let messages = events_of(&kit.session, "assistant/message");
     let call = messages[0]["call_id"].as_str().unwrap().to_owned();
     let seq = kit.session.with_log(|log| {
         log.events()
@@ -1297,7 +1263,7 @@ async fn design_3_a_refusal_stops_the_checks_and_every_gate_hears_not_dispatched
     let end = agent.when_idle().await;
     assert!(matches!(end, Some(TurnEndReason::Error { .. })), "{end:?}");
     assert!(kit.script.requests().is_empty());
-    let attempts = data(&kit.session, "assistant/attempt");
+    let attempts = events_of(&kit.session, "assistant/attempt");
     let call = attempts[0]["call_id"].as_str().unwrap().to_owned();
     assert_eq!(
         *seen.lock(),
@@ -1388,7 +1354,7 @@ async fn rc_8_ac_24_a_control_change_before_dispatch_prepares_the_request_again(
     let agent = agent(&kit);
     agent.prompt("hello");
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
-    let attempts = data(&kit.session, "assistant/attempt");
+    let attempts = events_of(&kit.session, "assistant/attempt");
     assert_eq!(attempts.len(), 1);
     assert_eq!(attempts[0]["failure"]["code"], "CONTROL_CHANGED");
     assert_eq!(
@@ -1516,7 +1482,7 @@ async fn h_cancel_1_a_cancel_during_the_boundary_sends_no_request_and_logs_no_st
     );
     assert!(kit.script.requests().is_empty(), "no request left");
     assert!(
-        data(&kit.session, "step/start").is_empty(),
+        events_of(&kit.session, "step/start").is_empty(),
         "the step never started"
     );
 }

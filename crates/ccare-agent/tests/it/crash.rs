@@ -21,15 +21,13 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ccare_agent::{
-    Agent, AgentOptions, BoxFuture, Concurrency, Host, Tool, ToolContext, ToolDef, ToolOutcome,
-};
+use ccare_agent::testing::{TestHost, events_of, kinds};
+use ccare_agent::{Agent, BoxFuture, Concurrency, Tool, ToolContext, ToolDef, ToolOutcome};
 use ccare_core::kinds::TurnEndReason;
-use ccare_core::{ContentBlock, JsonObject, Role, SessionId, SystemClock};
+use ccare_core::{ContentBlock, JsonObject, Role, SessionId};
 use ccare_llm::script::ScriptProvider;
-use ccare_llm::{Llm, LlmConfig, ProviderConfig, ProviderKind, RequestMessage, ToolSpec};
-use ccare_session::{Registry, Session, Sessions, SessionsConfig, TOOL_OUTCOME_UNKNOWN};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_llm::{RequestMessage, ToolSpec};
+use ccare_session::{Session, Sessions, TOOL_OUTCOME_UNKNOWN};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -51,47 +49,26 @@ const NEXT_PROMPT: &str = "are you still there?";
 
 /// A host composed as in production, on the database in `dir`.
 struct Kit {
-    host: Arc<Host>,
     sessions: Arc<Sessions>,
     script: ScriptProvider,
+    test: TestHost,
 }
 
 fn kit(dir: &Path, script: &str, started: Option<mpsc::UnboundedSender<()>>) -> Kit {
-    let store = SqliteStore::open(SqliteConfig::new(dir.join("ccare.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let script = ScriptProvider::from_jsonl(script).unwrap();
-    let mut config = LlmConfig::default();
-    config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    let mut llm = Llm::from_config(config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script.clone()),
-    );
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
-    host.add_tool(Arc::new(Hang::new(started))).unwrap();
+    let test = TestHost::builder(script)
+        .sqlite_file(dir.join("ccare.db"))
+        .build()
+        .unwrap();
+    test.host().add_tool(Arc::new(Hang::new(started))).unwrap();
     Kit {
-        host,
-        sessions,
-        script,
+        sessions: Arc::clone(test.sessions()),
+        script: test.script().clone(),
+        test,
     }
 }
 
 fn agent(kit: &Kit, session: Session) -> Agent {
-    Agent::new(
-        Arc::clone(&kit.host),
-        session,
-        Arc::new(SystemClock),
-        AgentOptions::new("s/scripted"),
-    )
+    kit.test.agent(&session, "s/scripted")
 }
 
 fn session_id() -> SessionId {
@@ -139,15 +116,6 @@ impl Tool for Hang {
     }
 }
 
-fn kinds(session: &Session) -> Vec<String> {
-    session.with_log(|log| {
-        log.events()
-            .iter()
-            .map(|event| event.kind().to_owned())
-            .collect()
-    })
-}
-
 /// `(kind, data)` of every event.
 fn events(session: &Session) -> Vec<(String, Value)> {
     session.with_log(|log| {
@@ -161,14 +129,6 @@ fn events(session: &Session) -> Vec<(String, Value)> {
             })
             .collect()
     })
-}
-
-fn data(session: &Session, kind: &str) -> Vec<Value> {
-    events(session)
-        .into_iter()
-        .filter(|(event_kind, _)| event_kind == kind)
-        .map(|(_, data)| data)
-        .collect()
 }
 
 // -------------------------------------------------------------------------------------
@@ -435,7 +395,7 @@ async fn h_sess_5_sigkill_during_a_tool_call_then_reopen_and_resume() {
         &messages[2].message.content[..],
         [ContentBlock::ToolResult(result)] if result.call_id == "c1" && result.is_error
     ));
-    let reasons: Vec<Value> = data(&session, "request/header")
+    let reasons: Vec<Value> = events_of(&session, "request/header")
         .iter()
         .map(|header| header["reason"].clone())
         .collect();
@@ -452,8 +412,8 @@ async fn h_sess_5_sigkill_during_a_tool_call_then_reopen_and_resume() {
             "turn/end",
         ]
     );
-    assert_eq!(data(&session, "turn/start")[1]["turn"], 2);
-    let answers = data(&session, "assistant/message");
+    assert_eq!(events_of(&session, "turn/start")[1]["turn"], 2);
+    let answers = events_of(&session, "assistant/message");
     assert_eq!(answers[1]["message"]["content"][0]["text"], "recovered");
 
     // Repair is durable and idempotent: a third process finds nothing to repair.
@@ -495,7 +455,7 @@ async fn h_sess_5_sigkill_while_the_model_answers_keeps_the_prompt() {
 
     let session = kit.sessions.open(&id).await.unwrap();
     let all = events(&session);
-    let prompts = data(&session, "user/message");
+    let prompts = events_of(&session, "user/message");
     assert_eq!(prompts.len(), 1);
     assert_eq!(prompts[0]["message"]["content"][0]["text"], FIRST_PROMPT);
     assert_eq!(prompts[0]["message"]["source"]["kind"], "user");
@@ -535,7 +495,7 @@ async fn h_sess_5_sigkill_while_the_model_answers_keeps_the_prompt() {
             (Role::User, NEXT_PROMPT.to_owned()),
         ]
     );
-    let reasons: Vec<Value> = data(&session, "request/header")
+    let reasons: Vec<Value> = events_of(&session, "request/header")
         .iter()
         .map(|header| header["reason"].clone())
         .collect();

@@ -9,20 +9,20 @@
 use std::sync::Arc;
 
 use ccare_agent::instructions::{self, InstructionsOrigin};
+use ccare_agent::testing::{TestHost, events_of};
 use ccare_agent::{
-    Agent, AgentOptions, BoxFuture, Concurrency, Host, InstructionsConfig, InstructionsError,
-    Plugin, PluginScope, SystemSection, Tool, ToolContext, ToolDef, ToolOutcome,
+    Agent, BoxFuture, Concurrency, Host, InstructionsConfig, InstructionsError, Plugin,
+    PluginScope, SystemSection, Tool, ToolContext, ToolDef, ToolOutcome,
 };
 use ccare_core::kinds::TurnEndReason;
-use ccare_core::{ContentBlock, Locale, SystemClock};
+use ccare_core::{ContentBlock, Locale};
+use ccare_llm::ToolSpec;
 use ccare_llm::script::ScriptProvider;
-use ccare_llm::{Llm, LlmConfig, ProviderConfig, ProviderKind, ToolSpec};
-use ccare_session::{Registry, Session, Sessions, SessionsConfig};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_session::{Registry, Session};
 use serde_json::{Value, json};
 
 struct Kit {
-    dir: tempfile::TempDir,
+    test: TestHost,
     host: Arc<Host>,
     script: ScriptProvider,
     session: Session,
@@ -30,7 +30,7 @@ struct Kit {
 
 impl Kit {
     fn workspace(&self) -> std::path::PathBuf {
-        self.dir.path().join("ws")
+        self.test.dir().unwrap().join("ws")
     }
 
     fn config(&self) -> InstructionsConfig {
@@ -41,35 +41,16 @@ impl Kit {
 /// A host with the tools `read_notes` and `echo` (in that order) and the plugin
 /// `rules` (a section at order 0) mounted.
 async fn kit(script: &str) -> Kit {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir(dir.path().join("ws")).unwrap();
-    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let script = ScriptProvider::from_jsonl(script).unwrap();
-    let mut config = LlmConfig::default();
-    config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    let mut llm = Llm::from_config(config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script.clone()),
-    );
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
+    let test = TestHost::builder(script).build().unwrap();
+    std::fs::create_dir(test.dir().unwrap().join("ws")).unwrap();
+    let host = Arc::clone(test.host());
     host.add_tool(Arc::new(Named::new("read_notes"))).unwrap();
     host.mount(&Rules, &json!({})).unwrap();
-    let session = sessions.create(None, Default::default()).await.unwrap();
+    let session = test.session().await.unwrap();
     Kit {
-        dir,
+        script: test.script().clone(),
+        test,
         host,
-        script,
         session,
     }
 }
@@ -130,22 +111,11 @@ impl Tool for Named {
 }
 
 fn agent(kit: &Kit) -> Agent {
-    Agent::new(
-        Arc::clone(&kit.host),
-        kit.session.clone(),
-        Arc::new(SystemClock),
-        AgentOptions::new("s/scripted"),
-    )
+    kit.test.agent(&kit.session, "s/scripted")
 }
 
 fn headers(session: &Session) -> Vec<Value> {
-    session.with_log(|log| {
-        log.events()
-            .iter()
-            .filter(|event| event.kind() == "request/header")
-            .map(|event| serde_json::from_str(event.data_json()).unwrap())
-            .collect()
-    })
+    events_of(session, "request/header")
 }
 
 const BASE_EN: &str = "You are an agent working with the user in this session. Answer the user's \

@@ -4,9 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod agent_loop;
-mod controls;
 mod crash;
-mod domains;
 mod instructions;
 mod plugin_errors;
 mod tools;

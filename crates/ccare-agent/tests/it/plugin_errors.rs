@@ -6,28 +6,19 @@
 
 use std::sync::Arc;
 
+use ccare_agent::testing::TestHost;
 use ccare_agent::{
-    BoxFuture, Concurrency, Host, HostError, MountError, Plugin, PluginScope, ScopeError, Tool,
+    BoxFuture, Concurrency, HostError, MountError, Plugin, PluginScope, ScopeError, Tool,
     ToolContext, ToolDef, ToolOutcome, ToolboxError,
 };
-use ccare_core::SystemClock;
 use ccare_core::kinds::EventTypeSpec;
-use ccare_llm::{Llm, LlmConfig, ToolSpec};
-use ccare_session::{Registry, RegistryError, Sessions, SessionsConfig};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_llm::ToolSpec;
+use ccare_session::RegistryError;
 use serde_json::{Value, json};
 
-fn host(dir: &tempfile::TempDir) -> Host {
-    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let llm = Llm::from_config(LlmConfig::default(), &|_| None).unwrap();
-    Host::new(Arc::new(llm), sessions, registry)
+/// The kernel's test host: nothing mounted, no tools.
+fn kit() -> TestHost {
+    TestHost::builder("").build().unwrap()
 }
 
 struct Named(ToolDef);
@@ -85,8 +76,8 @@ impl Plugin for Registering {
 
 #[tokio::test]
 async fn h_cfg_3_a_config_error_is_typed_and_prefixed_with_the_plugin() {
-    let dir = tempfile::tempdir().unwrap();
-    let host = host(&dir);
+    let kit = kit();
+    let host = kit.host();
     let plugin = Registering {
         name: "typed",
         tool: "typed_tool",
@@ -105,8 +96,8 @@ async fn h_cfg_3_a_config_error_is_typed_and_prefixed_with_the_plugin() {
 
 #[tokio::test]
 async fn a_duplicate_registration_is_a_typed_scope_error_and_undoes_the_mount() {
-    let dir = tempfile::tempdir().unwrap();
-    let host = host(&dir);
+    let kit = kit();
+    let host = kit.host();
     host.mount(
         &Registering {
             name: "first",

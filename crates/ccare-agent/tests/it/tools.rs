@@ -7,6 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ccare_agent::testing::TestHost;
 use ccare_agent::tools::{
     FileLimits, ListFiles, PathPurpose, ReadFile, SessionSearch, Workspace, WriteFile,
     builtin_tools,
@@ -16,7 +17,6 @@ use ccare_core::kinds::*;
 use ccare_core::*;
 use ccare_llm::CancellationToken;
 use ccare_session::*;
-use ccare_store::{SqliteConfig, SqliteStore, Store};
 use serde_json::{Value, json};
 
 /// 2026-12-01T03:40:05Z.
@@ -39,14 +39,12 @@ impl Fixture {
         fs::create_dir(&outside).unwrap();
         fs::write(outside.join("secret.txt"), "top secret").unwrap();
         let clock = ManualClock::new(T0);
-        let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
-        let sessions = Sessions::new(
-            Arc::new(store) as Arc<dyn Store>,
-            Arc::new(clock.clone()),
-            Arc::new(Registry::with_host_defaults()),
-            SessionsConfig::default(),
-        );
-        let session = sessions.create(None, JsonObject::new()).await.unwrap();
+        let kit = TestHost::builder("")
+            .sqlite_file(dir.path().join("ccare.db"))
+            .clock(Arc::new(clock.clone()))
+            .build()
+            .unwrap();
+        let session = kit.session().await.unwrap();
         Self {
             dir,
             root,

@@ -8,60 +8,31 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use ccare_agent::testing::TestHost;
 use ccare_agent::{
-    Agent, AgentOptions, CancelCause, HookContext, Host, MountError, Plugin, PluginScope,
-    RequestSegment,
+    Agent, CancelCause, HookContext, Host, MountError, Plugin, PluginScope, RequestSegment,
 };
 use ccare_core::kinds::{
     self, AssistantAttempt, AttemptOutcome, HeaderBody, HeaderReason, LlmRetry, RequestContext,
     RequestHeader, TurnEnd, TurnEndReason, TurnFailure,
 };
-use ccare_core::{ContentBlock, Event, EventData, EventDraft, FailureCode, Message, SystemClock};
-use ccare_llm::script::ScriptProvider;
-use ccare_llm::{Llm, LlmConfig, ProviderConfig, ProviderKind};
-use ccare_session::{Registry, Sessions, SessionsConfig};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_core::{ContentBlock, Event, EventData, EventDraft, FailureCode, Message};
 use serde_json::{Value, json};
 
+/// The kernel's test host and an agent on a fresh session.
 struct Kit {
-    _dir: tempfile::TempDir,
     host: Arc<Host>,
     agent: Agent,
+    _test: TestHost,
 }
 
 async fn kit(script: &str) -> Kit {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let script = ScriptProvider::from_jsonl(script).unwrap();
-    let mut config = LlmConfig::default();
-    config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    let mut llm = Llm::from_config(config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script),
-    );
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
-    let session = sessions.create(None, Default::default()).await.unwrap();
-    let agent = Agent::new(
-        Arc::clone(&host),
-        session,
-        Arc::new(SystemClock),
-        AgentOptions::new("s/scripted"),
-    );
+    let test = TestHost::builder(script).build().unwrap();
+    let session = test.session().await.unwrap();
     Kit {
-        _dir: dir,
-        host,
-        agent,
+        host: Arc::clone(test.host()),
+        agent: test.agent(&session, "s/scripted"),
+        _test: test,
     }
 }
 

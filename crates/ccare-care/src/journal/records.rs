@@ -258,9 +258,27 @@ pub struct BudgetView {
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct MaintenanceView<'a> {
+    /// The operation id.
+    #[serde(borrow)]
+    pub operation_id: Option<&'a str>,
+    /// The action: `summary`, `prune`, `deep-rest`, ….
+    #[serde(borrow)]
+    pub action: Option<&'a str>,
+    /// Why it ran: `requested`, `soft-threshold`, ….
+    #[serde(borrow)]
+    pub reason: Option<&'a str>,
     /// The phase: `started`, `committed`, `failed`, `no-useful-range`, ….
     #[serde(borrow)]
     pub phase: Option<&'a str>,
+    /// How it ended: `committed` or `failed` (absent while it runs).
+    #[serde(borrow)]
+    pub outcome: Option<&'a str>,
+    /// The next request's input before the action (tokens).
+    pub before_input: Option<u64>,
+    /// The next request's input after the action (tokens).
+    pub after_input: Option<u64>,
+    /// Why it failed.
+    pub error: Option<RecordFailure>,
     /// The no-useful-range memo key of the selection (CC-MNT-5).
     #[serde(borrow)]
     pub proposal_key: Option<&'a str>,

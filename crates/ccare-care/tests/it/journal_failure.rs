@@ -5,148 +5,50 @@
 //! failures), not as history kept.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use ccare_agent::{Agent, AgentOptions, Host};
+use ccare_agent::Agent;
+use ccare_agent::testing::{FailingStore, Fault, TestHost};
 use ccare_care::{ContextCare, RouteSnapshot};
 use ccare_core::kinds::TurnEndReason;
-use ccare_core::{SessionId, SystemClock};
+use ccare_llm::ModelConfig;
 use ccare_llm::script::ScriptProvider;
-use ccare_llm::{Llm, LlmConfig, ModelConfig, ProviderConfig, ProviderKind};
-use ccare_session::{Registry, Sessions, SessionsConfig};
-use ccare_store::{
-    Incarnation, KvEntry, KvPage, MemoryStore, NewSession, ReadRange, SessionQuery, SessionRecord,
-    Store, StoreError, StoreFuture, StoredEvent, Ticket,
-};
+use ccare_store::Store;
 use serde_json::json;
 
-/// A memory store whose KV writes to the journal's domain fail while `broken` is set,
-/// and whose event appends fail while `broken_end` is set and the batch holds a
-/// `compaction/end`.
-struct BrokenJournal {
-    inner: MemoryStore,
-    broken: AtomicBool,
-    broken_end: AtomicBool,
-}
-
-impl Store for BrokenJournal {
-    fn create_session(&self, session: NewSession, events: Vec<StoredEvent>) -> Ticket<Incarnation> {
-        self.inner.create_session(session, events)
-    }
-    fn append(
-        &self,
-        session: &SessionId,
-        expected_seq: u64,
-        events: Vec<StoredEvent>,
-    ) -> Ticket<u64> {
-        if self.broken_end.load(Ordering::SeqCst)
-            && events
-                .iter()
-                .any(|event| event.json.contains("\"compaction/end\""))
-        {
-            return Box::pin(std::future::ready(Err(StoreError::Backend {
-                operation: "append",
-                message: "disk full".to_owned(),
-            })));
-        }
-        self.inner.append(session, expected_seq, events)
-    }
-    fn kv_cas(
-        &self,
-        domain: &str,
-        key: &str,
-        expected_version: Option<u64>,
-        value: Option<Vec<u8>>,
-    ) -> Ticket<Option<u64>> {
-        if domain.contains("context_care_requests") && self.broken.load(Ordering::SeqCst) {
-            return Box::pin(std::future::ready(Err(StoreError::Backend {
-                operation: "kv_cas",
-                message: "disk full".to_owned(),
-            })));
-        }
-        self.inner.kv_cas(domain, key, expected_version, value)
-    }
-    fn flush(&self) -> Ticket<()> {
-        self.inner.flush()
-    }
-    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<SessionRecord>> {
-        self.inner.session(id)
-    }
-    fn list_sessions(&self, query: SessionQuery) -> StoreFuture<'_, Vec<SessionRecord>> {
-        self.inner.list_sessions(query)
-    }
-    fn read(&self, id: &SessionId, range: ReadRange) -> StoreFuture<'_, Vec<StoredEvent>> {
-        self.inner.read(id, range)
-    }
-    fn kv_get(&self, domain: &str, key: &str) -> StoreFuture<'_, Option<KvEntry>> {
-        self.inner.kv_get(domain, key)
-    }
-    fn kv_scan(
-        &self,
-        domain: &str,
-        prefix: &str,
-        page: KvPage,
-    ) -> StoreFuture<'_, Vec<(String, KvEntry)>> {
-        self.inner.kv_scan(domain, prefix, page)
-    }
-}
-
-/// The composition over `store`: the scripted provider on `s/small` (16,000 window),
-/// context-care mounted with `config`, one agent on a fresh session.
+/// The composition over `store`: the kernel's test host with its scripted provider on
+/// `s/small` (16,000 window), context-care mounted with `config`, one agent on a fresh
+/// session.
 async fn composition(
-    store: &Arc<BrokenJournal>,
+    store: &Arc<FailingStore>,
     script: &str,
     config: serde_json::Value,
 ) -> (Agent, ScriptProvider) {
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::clone(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let script = ScriptProvider::from_jsonl(script).unwrap();
-    let mut llm_config = LlmConfig::default();
-    llm_config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    llm_config.models.insert(
-        "s/small".into(),
-        ModelConfig {
-            context_window: Some(16_000),
-            max_output_tokens: Some(1_000),
-            ..ModelConfig::default()
-        },
-    );
-    let mut llm = Llm::from_config(llm_config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script.clone()),
-    );
-    let route = llm.route("s/small").unwrap();
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
-    host.mount(
-        &ContextCare::default().with_route(RouteSnapshot::of(&route)),
-        &config,
-    )
-    .unwrap();
-    let session = sessions.create(None, Default::default()).await.unwrap();
-    let agent = Agent::new(
-        host,
-        session,
-        Arc::new(SystemClock),
-        AgentOptions::new("s/small"),
-    );
-    (agent, script)
+    let kit = TestHost::builder(script)
+        .store(Arc::clone(store) as Arc<dyn Store>)
+        .model(
+            "s/small",
+            ModelConfig {
+                context_window: Some(16_000),
+                max_output_tokens: Some(1_000),
+                ..ModelConfig::default()
+            },
+        )
+        .build()
+        .unwrap();
+    let route = kit.host().llm().route("s/small").unwrap();
+    kit.host()
+        .mount(
+            &ContextCare::default().with_route(RouteSnapshot::of(&route)),
+            &config,
+        )
+        .unwrap();
+    let session = kit.session().await.unwrap();
+    (kit.agent(&session, "s/small"), kit.script().clone())
 }
 
-fn broken_store() -> Arc<BrokenJournal> {
-    Arc::new(BrokenJournal {
-        inner: MemoryStore::new(),
-        broken: AtomicBool::new(false),
-        broken_end: AtomicBool::new(false),
-    })
+/// A memory store whose writes fail once told to.
+fn broken_store() -> Arc<FailingStore> {
+    Arc::new(FailingStore::default())
 }
 
 #[tokio::test]
@@ -161,7 +63,7 @@ async fn cc_jnl_1_a_failed_journal_write_keeps_the_request_home_and_says_why() {
 
     agent.prompt("works");
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
-    store.broken.store(true, Ordering::SeqCst);
+    store.fail(Fault::kv_writes("disk full").containing("context_care_requests"));
     agent.prompt("the disk is full now");
     let end = agent.when_idle().await;
     let Some(TurnEndReason::Error { failure }) = end else {
@@ -188,7 +90,7 @@ async fn cc_sum_5_a_live_checkpoint_whose_log_write_fails_is_committed_with_a_se
     let (agent, _script) = composition(&store, &script, json!({"retain_tokens": 100})).await;
     agent.prompt(crate::rest::lorem(400));
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
-    store.broken_end.store(true, Ordering::SeqCst);
+    store.fail(Fault::appends("disk full").containing("\"compaction/end\""));
     agent.prompt("now rest");
     agent.when_idle().await;
     let domains = ccare_agent::domains::Domains::new(Arc::clone(&store) as Arc<dyn Store>);

@@ -4,9 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod acceptance;
+mod action_line;
 mod budget;
 mod categories;
 mod config;
+mod controls_catalog;
 mod hysteresis;
 mod journal;
 mod journal_failure;

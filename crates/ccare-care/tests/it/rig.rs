@@ -1,18 +1,20 @@
-//! One real composition for the plugin tests: a SQLite file in a temp dir, the
-//! scripted provider on route `s/small`, a host with `context-care` mounted, and one
-//! agent on a fresh session. Journal records are read back through a second store
-//! handle on the same file, as another process would see them.
+//! One real composition for the plugin tests: the kernel's test host
+//! (`ccare_agent::testing`) over a SQLite file in a temp dir, its scripted provider on
+//! route `s/small`, `context-care` mounted, and one agent on a fresh session. This rig
+//! adds only what context care needs (the route snapshot, the plugin, the journal).
+//! Journal records are read back through a second store handle on the same file, as
+//! another process would see them.
 
 use std::sync::Arc;
 
 use ccare_agent::domains::{DomainSpec, Domains, TableSpec};
+use ccare_agent::testing::{self, TestHost};
 use ccare_agent::{Agent, AgentOptions, Host};
 use ccare_care::{ContextCare, RouteSnapshot};
-use ccare_core::SystemClock;
+use ccare_llm::ModelConfig;
 use ccare_llm::script::ScriptProvider;
-use ccare_llm::{Llm, LlmConfig, ModelConfig, ProviderConfig, ProviderKind};
-use ccare_session::{Registry, Session, Sessions, SessionsConfig};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_session::{Session, Sessions};
+use ccare_store::Store;
 use serde_json::Value;
 use tempfile::TempDir;
 
@@ -24,6 +26,7 @@ pub(crate) struct Rig {
     pub(crate) script: ScriptProvider,
     pub(crate) care: ContextCare,
     pub(crate) sessions: Arc<Sessions>,
+    kit: TestHost,
 }
 
 /// The rig with `window` as the model's context window (`None`: the scripted
@@ -186,98 +189,65 @@ async fn try_build(
     compaction: Option<String>,
     extend: &dyn Fn(ContextCare) -> ContextCare,
 ) -> Result<Rig, String> {
-    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let script = ScriptProvider::from_jsonl(script).unwrap();
-    let mut llm_config = LlmConfig::default();
-    llm_config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    llm_config.models.insert(
-        "s/small".into(),
-        ModelConfig {
-            context_window: window,
-            max_output_tokens: Some(1_000),
-            ..ModelConfig::default()
-        },
-    );
+    let mut builder = TestHost::builder(script)
+        .sqlite_file(dir.path().join("ccare.db"))
+        .model(
+            "s/small",
+            ModelConfig {
+                context_window: window,
+                max_output_tokens: Some(1_000),
+                ..ModelConfig::default()
+            },
+        );
     for (name, model) in models {
-        llm_config.models.insert(name, model);
+        builder = builder.model(name, model);
     }
     if let Some(compaction) = compaction {
-        llm_config
-            .purpose_models
-            .insert(ccare_llm::Purpose::Compaction, compaction);
+        builder = builder.purpose_model(ccare_llm::Purpose::Compaction, compaction);
     }
-    let mut llm = Llm::from_config(llm_config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script.clone()),
-    );
-    let route = llm.route("s/small").unwrap();
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
+    let kit = builder.build().unwrap();
+    let route = kit.host().llm().route("s/small").unwrap();
     let care = extend(if with_route {
         ContextCare::default().with_route(RouteSnapshot::of(&route))
     } else {
         ContextCare::default()
     });
-    host.mount(&care, &config)
+    kit.host()
+        .mount(&care, &config)
         .map_err(|error| error.to_string())?;
     let session = match session {
-        Some(id) => sessions.open(id).await.unwrap(),
-        None => sessions.create(None, Default::default()).await.unwrap(),
+        Some(id) => kit.open(id).await.unwrap(),
+        None => kit.session().await.unwrap(),
     };
-    let agent = Agent::new(
-        Arc::clone(&host),
-        session.clone(),
-        Arc::new(SystemClock),
-        options,
-    );
+    let agent = kit.agent_with(&session, options);
     Ok(Rig {
         dir,
-        host,
+        host: Arc::clone(kit.host()),
         agent,
         session,
-        script,
+        script: kit.script().clone(),
         care,
-        sessions,
+        sessions: Arc::clone(kit.sessions()),
+        kit,
     })
 }
 
 impl Rig {
     /// A second agent on a fresh session of the same host (the same mounted plugin).
     pub(crate) async fn another(&self) -> (Agent, Session) {
-        let session = self
-            .sessions
-            .create(None, Default::default())
-            .await
-            .unwrap();
-        let agent = Agent::new(
-            Arc::clone(&self.host),
-            session.clone(),
-            Arc::new(SystemClock),
-            AgentOptions::new("s/small"),
-        );
-        (agent, session)
+        let session = self.kit.session().await.unwrap();
+        (self.kit.agent(&session, "s/small"), session)
     }
 
     /// Runs one prompt to the end of its turn.
     pub(crate) async fn turn(&self, prompt: &str) -> Option<ccare_core::kinds::TurnEndReason> {
-        self.agent.prompt(prompt);
-        self.agent.when_idle().await
+        testing::turn(&self.agent, prompt).await
     }
 
     /// The journal's records as a fresh store handle reads them from the file, in key
     /// order: `(key, record)`.
     pub(crate) async fn journal(&self) -> Vec<(String, Value)> {
-        let store = SqliteStore::open(SqliteConfig::new(self.dir.path().join("ccare.db"))).unwrap();
+        let store = self.kit.reopen_store().unwrap();
         let domains = Domains::new(Arc::new(store) as Arc<dyn Store>);
         let domain = domains
             .open(
@@ -297,18 +267,7 @@ impl Rig {
 
     /// The data of every event of `kind`, in log order, with its seq.
     pub(crate) fn events(&self, kind: &str) -> Vec<(u64, Value)> {
-        self.session.with_log(|log| {
-            log.events()
-                .iter()
-                .filter(|event| event.kind() == kind)
-                .map(|event| {
-                    (
-                        event.seq(),
-                        serde_json::from_str(event.data_json()).unwrap(),
-                    )
-                })
-                .collect()
-        })
+        testing::seq_events_of(&self.session, kind)
     }
 
     /// The kinds of the log's `compaction/*` events, in order.

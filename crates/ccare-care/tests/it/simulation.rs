@@ -15,14 +15,12 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use ccare_agent::{Agent, AgentOptions, Host};
+use ccare_agent::testing::TestHost;
 use ccare_care::{ContextCare, RouteSnapshot};
-use ccare_core::SystemClock;
 use ccare_core::kinds::TurnEndReason;
 use ccare_fake_openai::{FakeServer, RecordedRequest, Reply, Script, openai_usage};
-use ccare_llm::{Llm, LlmConfig, ModelConfig, ProviderConfig, ProviderKind};
-use ccare_session::{Registry, Sessions, SessionsConfig};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_llm::{LlmConfig, ModelConfig, ProviderConfig, ProviderKind};
+use ccare_store::Store;
 use serde_json::{Value, json};
 
 const TASK: &str = "TASK: build the widget exporter for the billing team";
@@ -186,14 +184,6 @@ async fn a_long_session_stays_within_budget_and_keeps_its_task() {
         Arc::new(AtomicU64::new(1)),
     ));
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("sim.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
     let mut provider = ProviderConfig::new(ProviderKind::Openai);
     provider.base_url = Some(server.base_url());
     provider.api_key_env = Some("FAKE_KEY".into());
@@ -208,22 +198,18 @@ async fn a_long_session_stays_within_budget_and_keeps_its_task() {
             ..ModelConfig::default()
         },
     );
-    let llm = Llm::from_config(config, &|name| {
-        (name == "FAKE_KEY").then(|| "sk".to_owned())
-    })
-    .unwrap();
-    let route = llm.route("fake/model").unwrap();
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
-    host.add_tool(Arc::new(Dump)).unwrap();
+    let kit = TestHost::builder("")
+        .sqlite_file(dir.path().join("sim.db"))
+        .llm_config(config)
+        .env("FAKE_KEY", "sk")
+        .build()
+        .unwrap();
+    let route = kit.host().llm().route("fake/model").unwrap();
+    kit.host().add_tool(Arc::new(Dump)).unwrap();
     let care = ContextCare::default().with_route(RouteSnapshot::of(&route));
-    host.mount(&care, &json!({})).unwrap();
-    let session = sessions.create(None, Default::default()).await.unwrap();
-    let agent = Agent::new(
-        Arc::clone(&host),
-        session.clone(),
-        Arc::new(SystemClock),
-        AgentOptions::new("fake/model"),
-    );
+    kit.host().mount(&care, &json!({})).unwrap();
+    let session = kit.session().await.unwrap();
+    let agent = kit.agent(&session, "fake/model");
 
     let mut failed_turns = Vec::new();
     for turn in 0..TURNS {
@@ -273,7 +259,7 @@ async fn a_long_session_stays_within_budget_and_keeps_its_task() {
     let journal = care.actions(&session).await.unwrap().unwrap();
     let report = care.report(&session).await.unwrap().unwrap();
     let hard = report.budget.as_ref().unwrap().hard_input;
-    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("sim.db"))).unwrap();
+    let store = kit.reopen_store().unwrap();
     let domains = ccare_agent::domains::Domains::new(Arc::new(store) as Arc<dyn Store>);
     let records = domains
         .open(

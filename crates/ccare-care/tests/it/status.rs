@@ -4,18 +4,15 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::sync::Arc;
-
-use ccare_agent::{Agent, AgentOptions, Host};
+use ccare_agent::testing::{self, TestHost};
 use ccare_care::metrics::{ContextCareMetrics, FatigueLevel, WakefulnessLevel};
 use ccare_care::texts::{EN, StatusParts, StatusTexts, ZH, advice, render_status};
 use ccare_care::{ContextCare, RouteSnapshot};
+use ccare_core::Locale;
 use ccare_core::kinds::TurnEndReason;
-use ccare_core::{Locale, SystemClock};
+use ccare_llm::ModelConfig;
 use ccare_llm::script::ScriptProvider;
-use ccare_llm::{Llm, LlmConfig, ModelConfig, ProviderConfig, ProviderKind};
-use ccare_session::{Registry, Session, Sessions, SessionsConfig};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_session::Session;
 use serde_json::Value;
 
 const ALL_ON: StatusParts<'static> = StatusParts {
@@ -298,63 +295,36 @@ struct Run {
     script: ScriptProvider,
 }
 
+/// The kernel's test host (`s/small`: 4,000 tokens) with the plugin `plugin` builds
+/// from the route, one prompt run to the end of its turn.
 async fn run(plugin: impl FnOnce(RouteSnapshot) -> ContextCare, script: &str) -> Run {
-    let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(SystemClock),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let script = ScriptProvider::from_jsonl(script).unwrap();
-    let mut llm_config = LlmConfig::default();
-    llm_config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    llm_config.models.insert(
-        "s/small".into(),
-        ModelConfig {
-            context_window: Some(4_000),
-            max_output_tokens: Some(1_000),
-            ..ModelConfig::default()
-        },
-    );
-    let mut llm = Llm::from_config(llm_config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script.clone()),
-    );
-    let route = RouteSnapshot::of(&llm.route("s/small").unwrap());
-    let host = Arc::new(Host::new(Arc::new(llm), Arc::clone(&sessions), registry));
-    host.mount(&plugin(route), &serde_json::json!({})).unwrap();
-    let session = sessions.create(None, Default::default()).await.unwrap();
-    let agent = Agent::new(
-        host,
-        session.clone(),
-        Arc::new(SystemClock),
-        AgentOptions::new("s/small"),
-    );
-    agent.prompt("how full is the context?");
-    let end = agent.when_idle().await;
-    drop(dir);
+    let kit = TestHost::builder(script)
+        .model(
+            "s/small",
+            ModelConfig {
+                context_window: Some(4_000),
+                max_output_tokens: Some(1_000),
+                ..ModelConfig::default()
+            },
+        )
+        .build()
+        .unwrap();
+    let route = RouteSnapshot::of(&kit.host().llm().route("s/small").unwrap());
+    kit.host()
+        .mount(&plugin(route), &serde_json::json!({}))
+        .unwrap();
+    let session = kit.session().await.unwrap();
+    let agent = kit.agent(&session, "s/small");
+    let end = testing::turn(&agent, "how full is the context?").await;
     Run {
         end,
         session,
-        script,
+        script: kit.script().clone(),
     }
 }
 
 fn tool_results(session: &Session) -> Vec<Value> {
-    session.with_log(|log| {
-        log.events()
-            .iter()
-            .filter(|event| event.kind() == "tool/result")
-            .map(|event| serde_json::from_str(event.data_json()).unwrap())
-            .collect()
-    })
+    testing::events_of(session, "tool/result")
 }
 
 const CALL_STATUS: &str = r#"{"tool_calls": [{"name": "context_status", "arguments": {}, "id": "c1"}]}

@@ -3,23 +3,14 @@
 //! the store works again (the durable prefix, repaired), not the cached fenced handle.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use ccare_core::kinds::*;
 use ccare_core::*;
 use ccare_session::*;
-use ccare_store::{
-    Incarnation, KvEntry, KvPage, NewSession, ReadRange, SessionQuery, SessionRecord, SqliteConfig,
-    SqliteStore, Store, StoreError, StoreFuture, StoredEvent, Ticket,
-};
+use ccare_store::testing::{FailingStore, Fault};
+use ccare_store::{SqliteConfig, SqliteStore, Store, StoreError};
 
-/// A SQLite store whose event appends fail while `fail_appends` is set (the disk is
-/// unplugged); everything else goes through.
-struct FailingStore {
-    inner: SqliteStore,
-    fail_appends: AtomicBool,
-}
-
+/// The error the unplugged disk gives every append.
 fn unplugged() -> StoreError {
     StoreError::Backend {
         operation: "append",
@@ -27,61 +18,15 @@ fn unplugged() -> StoreError {
     }
 }
 
-impl Store for FailingStore {
-    fn create_session(&self, session: NewSession, events: Vec<StoredEvent>) -> Ticket<Incarnation> {
-        self.inner.create_session(session, events)
-    }
+/// A SQLite store whose appends can be made to fail (the disk is unplugged).
+fn failing_store(dir: &tempfile::TempDir) -> Arc<FailingStore<SqliteStore>> {
+    Arc::new(FailingStore::new(
+        SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap(),
+    ))
+}
 
-    fn append(
-        &self,
-        session: &SessionId,
-        expected_seq: u64,
-        events: Vec<StoredEvent>,
-    ) -> Ticket<u64> {
-        if self.fail_appends.load(Ordering::SeqCst) {
-            return Box::pin(async { Err(unplugged()) });
-        }
-        self.inner.append(session, expected_seq, events)
-    }
-
-    fn kv_cas(
-        &self,
-        domain: &str,
-        key: &str,
-        expected_version: Option<u64>,
-        value: Option<Vec<u8>>,
-    ) -> Ticket<Option<u64>> {
-        self.inner.kv_cas(domain, key, expected_version, value)
-    }
-
-    fn flush(&self) -> Ticket<()> {
-        self.inner.flush()
-    }
-
-    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<SessionRecord>> {
-        self.inner.session(id)
-    }
-
-    fn list_sessions(&self, query: SessionQuery) -> StoreFuture<'_, Vec<SessionRecord>> {
-        self.inner.list_sessions(query)
-    }
-
-    fn read(&self, id: &SessionId, range: ReadRange) -> StoreFuture<'_, Vec<StoredEvent>> {
-        self.inner.read(id, range)
-    }
-
-    fn kv_get(&self, domain: &str, key: &str) -> StoreFuture<'_, Option<KvEntry>> {
-        self.inner.kv_get(domain, key)
-    }
-
-    fn kv_scan(
-        &self,
-        domain: &str,
-        prefix: &str,
-        page: KvPage,
-    ) -> StoreFuture<'_, Vec<(String, KvEntry)>> {
-        self.inner.kv_scan(domain, prefix, page)
-    }
+fn unplug(store: &FailingStore<SqliteStore>) {
+    store.fail(Fault::appends("disk unplugged"));
 }
 
 fn user(text: &str) -> EventDraft {
@@ -108,10 +53,7 @@ fn kinds_and_texts(log: &SessionLog) -> Vec<(String, String)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h_store_6_a_fenced_session_shows_the_fence_and_reopens_fresh_once_the_store_works() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(FailingStore {
-        inner: SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap(),
-        fail_appends: AtomicBool::new(false),
-    });
+    let store = failing_store(&dir);
     let sessions = Sessions::new(
         Arc::clone(&store) as Arc<dyn Store>,
         Arc::new(ManualClock::new(1_000)),
@@ -128,7 +70,7 @@ async fn h_store_6_a_fenced_session_shows_the_fence_and_reopens_fresh_once_the_s
     session.append(user("kept")).unwrap();
     session.flush().await.unwrap();
     // ...then the disk goes away under the next write.
-    store.fail_appends.store(true, Ordering::SeqCst);
+    unplug(&store);
     session.append(user("lost")).unwrap();
     let error = session.flush().await.unwrap_err();
     assert_eq!(error.code(), "STORE_IO");
@@ -144,7 +86,7 @@ async fn h_store_6_a_fenced_session_shows_the_fence_and_reopens_fresh_once_the_s
     );
     // The store works again: open gives a fresh session over the durable prefix, with
     // the interrupted turn repaired, and it takes appends.
-    store.fail_appends.store(false, Ordering::SeqCst);
+    store.heal();
     let reopened = sessions.open(&id).await.unwrap();
     assert_eq!(reopened.status(), SessionStatus::Writable);
     reopened.append(user("after")).unwrap();
@@ -172,10 +114,7 @@ async fn h_store_6_a_fenced_session_shows_the_fence_and_reopens_fresh_once_the_s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h_store_5_per_append_returns_the_write_error_of_its_own_append() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(FailingStore {
-        inner: SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap(),
-        fail_appends: AtomicBool::new(false),
-    });
+    let store = failing_store(&dir);
     let sessions = Sessions::new(
         Arc::clone(&store) as Arc<dyn Store>,
         Arc::new(ManualClock::new(1_000)),
@@ -195,7 +134,7 @@ async fn h_store_5_per_append_returns_the_write_error_of_its_own_append() {
     let other = SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap();
     assert_eq!(other.session(&id).await.unwrap().unwrap().head, 1);
     assert_eq!(committed.recv().await.unwrap().kind(), "turn/start");
-    store.fail_appends.store(true, Ordering::SeqCst);
+    unplug(&store);
     let error = session.append(user("lost")).unwrap_err();
     assert_eq!(error.code(), "SESSION_FENCED");
     assert_eq!(

@@ -8,6 +8,7 @@ mod zones;
 use std::path::Path;
 use std::sync::Arc;
 
+use ccare_agent::testing::TestHost;
 use ccare_agent::{
     Agent, AgentOptions, BoxFuture, Concurrency, Host, Tool, ToolContext, ToolDef, ToolOutcome,
 };
@@ -15,10 +16,9 @@ use ccare_core::kinds::{StepEnd, StepStart, TurnEndReason, TurnStart, UserMessag
 use ccare_core::{
     ContentBlock, EventData, EventDraft, ManualClock, Message, PluginSource, Source, SurfaceOp,
 };
+use ccare_llm::ToolSpec;
 use ccare_llm::script::ScriptProvider;
-use ccare_llm::{Llm, LlmConfig, ProviderConfig, ProviderKind, ToolSpec};
-use ccare_session::{Registry, Session, Sessions, SessionsConfig};
-use ccare_store::{SqliteConfig, SqliteStore, Store};
+use ccare_session::Session;
 use ccare_time_context::{
     TimeContext, TimeContextInvariant, Zone, check_log, invariant_validator, reading_message,
     render_duration, render_reading, render_timestamp,
@@ -52,32 +52,20 @@ struct Kit {
     session: Session,
 }
 
+/// The kernel's test host over `db/ccare.db` on `clock`, with the `tick` tool and
+/// time-context mounted with `config` (and its invariant validator).
 fn host(
     db: &Path,
     clock: &ManualClock,
     script: &str,
     config: &Value,
 ) -> (Arc<Host>, ScriptProvider) {
-    let store = SqliteStore::open(SqliteConfig::new(db.join("ccare.db"))).unwrap();
-    let registry = Arc::new(Registry::with_host_defaults());
-    let sessions = Arc::new(Sessions::new(
-        Arc::new(store) as Arc<dyn Store>,
-        Arc::new(clock.clone()),
-        Arc::clone(&registry),
-        SessionsConfig::default(),
-    ));
-    let script = ScriptProvider::from_jsonl(script).unwrap();
-    let mut llm_config = LlmConfig::default();
-    llm_config
-        .providers
-        .insert("s".into(), ProviderConfig::new(ProviderKind::Script));
-    let mut llm = Llm::from_config(llm_config, &|_| None).unwrap();
-    llm.insert_provider(
-        "s",
-        ProviderConfig::new(ProviderKind::Script),
-        Arc::new(script.clone()),
-    );
-    let host = Arc::new(Host::new(Arc::new(llm), sessions, registry));
+    let kit = TestHost::builder(script)
+        .sqlite_file(db.join("ccare.db"))
+        .clock(Arc::new(clock.clone()))
+        .build()
+        .unwrap();
+    let host = Arc::clone(kit.host());
     host.add_tool(Arc::new(Tick {
         def: ToolDef {
             spec: ToolSpec {
@@ -94,7 +82,7 @@ fn host(
     .unwrap();
     host.mount(&TimeContext, config).unwrap();
     host.mount(&TimeContextInvariant, &json!({})).unwrap();
-    (host, script)
+    (host, kit.script().clone())
 }
 
 async fn kit_in(db: &Path, script: &str, config: Value) -> Kit {
@@ -737,13 +725,12 @@ async fn tc_7_check_log_finds_forgeries_in_an_imported_log() {
     let dir = tempfile::tempdir().unwrap();
     let clock = ManualClock::new(T0);
     let open = |name: &str| {
-        let store = SqliteStore::open(SqliteConfig::new(dir.path().join(name))).unwrap();
-        Sessions::new(
-            Arc::new(store) as Arc<dyn Store>,
-            Arc::new(clock.clone()),
-            Arc::new(Registry::with_host_defaults()),
-            SessionsConfig::default(),
-        )
+        let kit = TestHost::builder("")
+            .sqlite_file(dir.path().join(name))
+            .clock(Arc::new(clock.clone()))
+            .build()
+            .unwrap();
+        Arc::clone(kit.sessions())
     };
     let writer = open("a.db");
     let session = writer.create(None, Default::default()).await.unwrap();

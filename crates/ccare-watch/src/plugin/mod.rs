@@ -36,6 +36,7 @@ use ccare_agent::{
     BoxFuture, HookContext, HookError, MountError, Plugin, PluginScope, PreStepDecision,
     PreStepHook, PreStepInput, PreStepNext, StreamContext, StreamObserver, StreamVerdict,
 };
+use ccare_core::strict::{self, Problem};
 use ccare_core::{ContentBlock, Event, Extra, Locale, Message, PluginSource, SessionId, Source};
 use ccare_llm::Chunk;
 use ccare_session::{Observer, ObserverError};
@@ -182,20 +183,15 @@ impl Plugin for StreamWatchPlugin {
     }
 
     fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), MountError> {
-        let Some(table) = config.as_object() else {
-            return Err(MountError::Config(format!(
-                "the table must be an object, got {config}"
-            )));
-        };
-        if let Some(key) = table.keys().find(|key| {
-            !matches!(
-                key.as_str(),
-                "triggers" | "completion" | "tool_loop" | prompts::CONFIG_KEY
-            )
-        }) {
-            return Err(MountError::Config(format!("unknown config {key}")));
-        }
-        let triggers = match table.get("triggers") {
+        let table: WatchTable = strict::from_value(config).map_err(|error| {
+            MountError::Config(match error.problem {
+                Problem::Invalid { found, .. } if error.path.is_empty() => {
+                    format!("the table must be an object, got {found}")
+                }
+                _ => error.to_string(),
+            })
+        })?;
+        let triggers = match &table.triggers {
             Some(Value::Object(overrides)) => Triggers::with_overrides(overrides)
                 .map_err(|error| MountError::Config(format!("triggers: {error}")))?,
             Some(list @ Value::Array(_)) => Triggers::from_json(list)
@@ -207,14 +203,14 @@ impl Plugin for StreamWatchPlugin {
             }
             None => Triggers::defaults(),
         };
-        let prompt_rules = prompts::parse_prompt_rules(table.get(prompts::CONFIG_KEY))
+        let prompt_rules = prompts::parse_prompt_rules(table.model_scoped_prompts.as_ref())
             .map_err(|error| MountError::Config(error.to_string()))?;
-        let tool_loop: crate::tool_loop::ToolLoopConfig = match table.get("tool_loop") {
-            Some(value) => serde_json::from_value(value.clone())
-                .map_err(|error| MountError::Config(format!("tool_loop: {error}")))?,
+        let tool_loop = match &table.tool_loop {
+            Some(value) => {
+                crate::tool_loop::ToolLoopConfig::from_json(value).map_err(MountError::Config)?
+            }
             None => crate::tool_loop::ToolLoopConfig::default(),
         };
-        tool_loop.validate().map_err(MountError::Config)?;
         if let Some(trigger) = triggers
             .as_slice()
             .iter()
@@ -244,9 +240,29 @@ impl Plugin for StreamWatchPlugin {
         scope.observer(Arc::new(WatchHealth(Arc::clone(&watch))));
         *self.mounted.lock() = Some(watch);
         prompts::register(prompt_rules, scope)?;
-        completion::mount(table.get("completion"), self.locale, scope)?;
+        completion::mount(table.completion.as_ref(), self.locale, scope)?;
         Ok(())
     }
+}
+
+/// The `[plugins.stream-watch]` table as written, read by the shared strict reader
+/// (unknown keys are errors, `null` is a value); each part is then validated by its
+/// own reader: triggers, prompt rules, tool loop, completion.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WatchTable {
+    /// Overrides of the default triggers by id, or a whole trigger list (SW-1, SW-5).
+    #[serde(default)]
+    triggers: Option<Value>,
+    /// The completion observer's table (CO-2).
+    #[serde(default)]
+    completion: Option<Value>,
+    /// The tool-loop limits (EX-1).
+    #[serde(default)]
+    tool_loop: Option<Value>,
+    /// The model-scoped prompt rules (MP-1), [`prompts::CONFIG_KEY`].
+    #[serde(default)]
+    model_scoped_prompts: Option<Value>,
 }
 
 fn notice_message(kind: &str, label: &str, text: String) -> Message {

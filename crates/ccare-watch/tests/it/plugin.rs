@@ -304,6 +304,39 @@ async fn sw_5_a_trigger_override_changes_one_threshold_and_bad_ones_are_load_err
     assert_ne!(rig.events("assistant/message")[0]["interrupted"], true);
 }
 
+#[tokio::test]
+async fn the_table_and_its_tool_loop_part_are_read_strictly_at_mount() {
+    let rig = rig(&[]).await;
+    let plugin = StreamWatchPlugin::default();
+    let mount = |config: Value| {
+        rig.host.unmount("stream-watch");
+        rig.host
+            .mount(&plugin, &config)
+            .map_err(|error| error.to_string())
+    };
+    assert_eq!(
+        mount(json!([])).unwrap_err(),
+        "stream-watch: the table must be an object, got []"
+    );
+    assert_eq!(
+        mount(json!({"triggers": null})).unwrap_err(),
+        "stream-watch: triggers must be a table of overrides by trigger id, or an array, got null"
+    );
+    assert_eq!(
+        mount(json!({"tool_loop": {"stopAfter": 9}})).unwrap_err(),
+        "stream-watch: tool_loop: unknown config stopAfter"
+    );
+    assert_eq!(
+        mount(json!({"tool_loop": {"exempt_tools": ["read_*", 7]}})).unwrap_err(),
+        "stream-watch: tool_loop.exempt_tools[1]: expected a string, got 7"
+    );
+    assert_eq!(
+        mount(json!({"tool_loop": {"notice_after": 5, "stop_after": 4}})).unwrap_err(),
+        "stream-watch: tool_loop: notice_after (5) must be below stop_after (4)"
+    );
+    mount(json!({"tool_loop": {"notice_after": 2, "stop_after": 3}})).unwrap();
+}
+
 /// A tool that always answers the same.
 struct Same;
 

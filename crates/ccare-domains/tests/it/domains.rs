@@ -1,118 +1,21 @@
-//! Storage domains (spec H-DOM-1..4) against the in-memory store, a gated/failing
-//! wrapper around it, and a real SQLite file that is reopened as after a restart.
+//! Storage domains (spec H-DOM-1..4) against the in-memory store, the test kit's
+//! `FailingStore` around it (KV write acknowledgements held back or refused), and a
+//! real SQLite file that is reopened as after a restart.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ccare_agent::domains::{DomainChanged, DomainError, DomainSpec, Domains, RecordId, TableSpec};
-use ccare_core::SessionId;
-use ccare_store::{
-    Incarnation, KvEntry, KvPage, MemoryStore, NewSession, ReadRange, SessionQuery, SessionRecord,
-    SqliteConfig, SqliteStore, Store, StoreError, StoreFuture, StoredEvent, Ticket,
+use ccare_domains::domains::{
+    DomainChanged, DomainError, DomainSpec, Domains, RecordId, TableSpec,
 };
+use ccare_store::testing::{FailingStore, Fault};
+use ccare_store::{MemoryStore, SqliteConfig, SqliteStore, Store};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 // ---------------------------------------------------------------------------------
 // Fixtures.
-
-/// A MemoryStore whose KV writes can be held back (not yet "durable") or refused.
-struct ControlledStore {
-    inner: MemoryStore,
-    /// `true` lets KV write tickets resolve.
-    gate: watch::Sender<bool>,
-    /// The next `kv_cas` fails with this, writing nothing.
-    fail_next: Mutex<Option<StoreError>>,
-}
-
-impl ControlledStore {
-    fn new() -> Arc<Self> {
-        Arc::new(Self {
-            inner: MemoryStore::new(),
-            gate: watch::Sender::new(true),
-            fail_next: Mutex::new(None),
-        })
-    }
-
-    fn hold(&self) {
-        self.gate.send_replace(false);
-    }
-
-    fn release(&self) {
-        self.gate.send_replace(true);
-    }
-
-    fn fail_next(&self) {
-        *self.fail_next.lock() = Some(StoreError::Backend {
-            operation: "kv_cas",
-            message: "disk full".to_owned(),
-        });
-    }
-}
-
-impl Store for ControlledStore {
-    fn create_session(&self, session: NewSession, events: Vec<StoredEvent>) -> Ticket<Incarnation> {
-        self.inner.create_session(session, events)
-    }
-
-    fn append(
-        &self,
-        session: &SessionId,
-        expected_seq: u64,
-        events: Vec<StoredEvent>,
-    ) -> Ticket<u64> {
-        self.inner.append(session, expected_seq, events)
-    }
-
-    fn kv_cas(
-        &self,
-        domain: &str,
-        key: &str,
-        expected_version: Option<u64>,
-        value: Option<Vec<u8>>,
-    ) -> Ticket<Option<u64>> {
-        if let Some(error) = self.fail_next.lock().take() {
-            return Box::pin(std::future::ready(Err(error)));
-        }
-        let ticket = self.inner.kv_cas(domain, key, expected_version, value);
-        let mut gate = self.gate.subscribe();
-        Box::pin(async move {
-            let _open = gate.wait_for(|open| *open).await.is_ok();
-            ticket.await
-        })
-    }
-
-    fn flush(&self) -> Ticket<()> {
-        self.inner.flush()
-    }
-
-    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<SessionRecord>> {
-        self.inner.session(id)
-    }
-
-    fn list_sessions(&self, query: SessionQuery) -> StoreFuture<'_, Vec<SessionRecord>> {
-        self.inner.list_sessions(query)
-    }
-
-    fn read(&self, id: &SessionId, range: ReadRange) -> StoreFuture<'_, Vec<StoredEvent>> {
-        self.inner.read(id, range)
-    }
-
-    fn kv_get(&self, domain: &str, key: &str) -> StoreFuture<'_, Option<KvEntry>> {
-        self.inner.kv_get(domain, key)
-    }
-
-    fn kv_scan(
-        &self,
-        domain: &str,
-        prefix: &str,
-        page: KvPage,
-    ) -> StoreFuture<'_, Vec<(String, KvEntry)>> {
-        self.inner.kv_scan(domain, prefix, page)
-    }
-}
 
 fn memory() -> Arc<dyn Store> {
     Arc::new(MemoryStore::new())
@@ -140,7 +43,7 @@ async fn stored(store: &dyn Store, domain: &str, key: &str) -> Option<Value> {
         .map(|entry| serde_json::from_slice(&entry.value).unwrap())
 }
 
-fn value(table: &ccare_agent::domains::Table, key: &str) -> Option<Value> {
+fn value(table: &ccare_domains::domains::Table, key: &str) -> Option<Value> {
     table.get(key).map(|value| Value::clone(&value))
 }
 
@@ -470,10 +373,10 @@ async fn h_dom_1_a_corrupt_row_fails_the_open() {
 
 #[tokio::test]
 async fn h_dom_1_reopen_waits_for_the_previous_holders_queued_writes() {
-    let store = ControlledStore::new();
+    let store = Arc::new(FailingStore::default());
     let domains = Domains::new(store.clone());
     let first = domains.open(notes_spec(1), "a").await.unwrap();
-    store.hold();
+    store.hold_kv_writes();
     let ticket = first
         .table("notes")
         .unwrap()
@@ -490,7 +393,7 @@ async fn h_dom_1_reopen_waits_for_the_previous_holders_queued_writes() {
         !opening.is_finished(),
         "the new holder waits for the old queue"
     );
-    store.release();
+    store.release_kv_writes();
     ticket.await.unwrap();
     let second = opening.await.unwrap().unwrap();
     assert_eq!(
@@ -672,14 +575,14 @@ async fn h_dom_2_key_and_value_limits_are_checked_before_queueing() {
 
 #[tokio::test]
 async fn h_dom_3_reads_see_only_acknowledged_values() {
-    let store = ControlledStore::new();
+    let store = Arc::new(FailingStore::default());
     let domains = Domains::new(store.clone());
     let domain = domains.open(notes_spec(1), "p").await.unwrap();
     let notes = domain.table("notes").unwrap();
     notes.put("k", json!("old")).unwrap().await.unwrap();
     let mut changes = domain.subscribe();
 
-    store.hold();
+    store.hold_kv_writes();
     let ticket = notes.put("k", json!("new")).unwrap();
     let created = notes.put("fresh", json!(1)).unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -687,7 +590,7 @@ async fn h_dom_3_reads_see_only_acknowledged_values() {
     assert_eq!(value(&notes, "fresh"), None);
     assert!(drain(&mut changes).is_empty());
 
-    store.release();
+    store.release_kv_writes();
     ticket.await.unwrap();
     assert_eq!(value(&notes, "k"), Some(json!("new")));
     created.await.unwrap();
@@ -790,7 +693,7 @@ async fn h_dom_3_writes_in_one_partition_apply_in_call_order_sqlite() {
 
 #[tokio::test]
 async fn h_dom_3_partitions_are_independent_queues() {
-    let store = ControlledStore::new();
+    let store = Arc::new(FailingStore::default());
     let domains = Domains::new(store.clone());
     let domain = domains
         .open(
@@ -803,7 +706,7 @@ async fn h_dom_3_partitions_are_independent_queues() {
         .unwrap();
     let table = domain.table("t").unwrap();
     table.put("aa1", json!(1)).unwrap().await.unwrap();
-    store.fail_next();
+    store.fail(Fault::kv_writes("disk full").once());
     let failed = table.put("aa1", json!(2)).unwrap();
     table.put("bb1", json!(3)).unwrap();
     drop(failed);
@@ -958,14 +861,14 @@ async fn h_dom_3_update_edge_cases() {
 
 #[tokio::test]
 async fn h_dom_4_failed_write_leaves_memory_unchanged_and_flush_reports_it_once() {
-    let store = ControlledStore::new();
+    let store = Arc::new(FailingStore::default());
     let domains = Domains::new(store.clone());
     let domain = domains.open(notes_spec(1), "p").await.unwrap();
     let notes = domain.table("notes").unwrap();
     notes.put("k", json!("kept")).unwrap().await.unwrap();
     let mut changes = domain.subscribe();
 
-    store.fail_next();
+    store.fail(Fault::kv_writes("disk full").once());
     // The ticket is dropped: only flush can report the failure.
     drop(notes.put("k", json!("lost")).unwrap());
     let error = domain.flush(None).await.unwrap_err();
@@ -980,7 +883,7 @@ async fn h_dom_4_failed_write_leaves_memory_unchanged_and_flush_reports_it_once(
     domain.flush(None).await.unwrap();
 
     // A failure yielded by its ticket is not reported again.
-    store.fail_next();
+    store.fail(Fault::kv_writes("disk full").once());
     let error = notes
         .put("k", json!("lost again"))
         .unwrap()
@@ -990,12 +893,12 @@ async fn h_dom_4_failed_write_leaves_memory_unchanged_and_flush_reports_it_once(
     domain.flush(None).await.unwrap();
 
     // Of two unreported failures flush returns the older, then nothing.
-    store.fail_next();
+    store.fail(Fault::kv_writes("disk full").once());
     drop(notes.put("first", json!(1)).unwrap());
     domain.flush(None).await.unwrap_err();
-    store.fail_next();
+    store.fail(Fault::kv_writes("disk full").once());
     drop(notes.put("second", json!(1)).unwrap());
-    store.fail_next();
+    store.fail(Fault::kv_writes("disk full").once());
     drop(domain.global().unwrap().set(json!(2)).unwrap());
     let oldest = domain.flush(None).await.unwrap_err();
     assert!(

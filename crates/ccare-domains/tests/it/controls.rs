@@ -5,119 +5,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
-use ccare_agent::controls::{
-    CONTROLS_DOMAIN, ControlAction, ControlRule, ControlSource, Controls, ControlsError, Decision,
-    Patch, PatchOp, PatchRequest, context_care_catalog,
-};
 use ccare_core::SessionId;
-use ccare_store::{
-    Incarnation, KvEntry, KvPage, MemoryStore, NewSession, ReadRange, SessionQuery, SessionRecord,
-    SqliteConfig, SqliteStore, Store, StoreError, StoreFuture, StoredEvent, Ticket,
+use ccare_domains::controls::{
+    CONTROLS_DOMAIN, ControlAction, ControlRule, ControlSource, Controls, ControlsError, Decision,
+    Patch, PatchOp, PatchRequest,
 };
+use ccare_store::testing::{FailingStore, Fault};
+use ccare_store::{MemoryStore, SqliteConfig, SqliteStore, Store};
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
-
-/// A [`MemoryStore`] that can be told to fail KV reads or writes, or to hold write
-/// tickets (the write is applied, its acknowledgement waits) until released.
-struct FlakyStore {
-    inner: MemoryStore,
-    fail_reads: AtomicBool,
-    fail_writes: AtomicBool,
-    hold_writes: AtomicBool,
-    released: Arc<Semaphore>,
-    cas_called: Arc<tokio::sync::Notify>,
-}
-
-impl Default for FlakyStore {
-    fn default() -> Self {
-        Self {
-            inner: MemoryStore::new(),
-            fail_reads: AtomicBool::new(false),
-            fail_writes: AtomicBool::new(false),
-            hold_writes: AtomicBool::new(false),
-            released: Arc::new(Semaphore::new(0)),
-            cas_called: Arc::new(tokio::sync::Notify::new()),
-        }
-    }
-}
-
-fn backend(operation: &'static str) -> StoreError {
-    StoreError::Backend {
-        operation,
-        message: "disk unplugged".to_owned(),
-    }
-}
-
-impl Store for FlakyStore {
-    fn create_session(&self, session: NewSession, events: Vec<StoredEvent>) -> Ticket<Incarnation> {
-        self.inner.create_session(session, events)
-    }
-
-    fn append(
-        &self,
-        session: &SessionId,
-        expected_seq: u64,
-        events: Vec<StoredEvent>,
-    ) -> Ticket<u64> {
-        self.inner.append(session, expected_seq, events)
-    }
-
-    fn kv_cas(
-        &self,
-        domain: &str,
-        key: &str,
-        expected_version: Option<u64>,
-        value: Option<Vec<u8>>,
-    ) -> Ticket<Option<u64>> {
-        self.cas_called.notify_one();
-        if self.fail_writes.load(Ordering::SeqCst) {
-            return Box::pin(async { Err(backend("kv_cas")) });
-        }
-        let ticket = self.inner.kv_cas(domain, key, expected_version, value);
-        if self.hold_writes.load(Ordering::SeqCst) {
-            let released = Arc::clone(&self.released);
-            return Box::pin(async move {
-                released.acquire().await.unwrap().forget();
-                ticket.await
-            });
-        }
-        ticket
-    }
-
-    fn flush(&self) -> Ticket<()> {
-        self.inner.flush()
-    }
-
-    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<SessionRecord>> {
-        self.inner.session(id)
-    }
-
-    fn list_sessions(&self, query: SessionQuery) -> StoreFuture<'_, Vec<SessionRecord>> {
-        self.inner.list_sessions(query)
-    }
-
-    fn read(&self, id: &SessionId, range: ReadRange) -> StoreFuture<'_, Vec<StoredEvent>> {
-        self.inner.read(id, range)
-    }
-
-    fn kv_get(&self, domain: &str, key: &str) -> StoreFuture<'_, Option<KvEntry>> {
-        if self.fail_reads.load(Ordering::SeqCst) {
-            return Box::pin(async { Err(backend("kv_get")) });
-        }
-        self.inner.kv_get(domain, key)
-    }
-
-    fn kv_scan(
-        &self,
-        domain: &str,
-        prefix: &str,
-        page: KvPage,
-    ) -> StoreFuture<'_, Vec<(String, KvEntry)>> {
-        self.inner.kv_scan(domain, prefix, page)
-    }
-}
 
 fn session(id: &str) -> SessionId {
     SessionId::new(id).unwrap()
@@ -444,91 +340,6 @@ async fn rc_3_step_7_everything_else_is_enabled() {
     );
 }
 
-#[test]
-fn cc_ctl_1_context_care_catalog() {
-    let catalog = context_care_catalog();
-    assert_eq!(catalog.source_id, "context-care");
-    assert_eq!(catalog.plugin.as_deref(), Some("context-care"));
-    assert!(!catalog.read_only);
-    let shape: Vec<(String, Vec<String>)> = catalog
-        .rules
-        .iter()
-        .map(|rule| {
-            (
-                rule.id.clone(),
-                rule.actions
-                    .iter()
-                    .map(|action| action.id.clone())
-                    .collect(),
-            )
-        })
-        .collect();
-    let expected: Vec<(String, Vec<String>)> = [
-        ("state", &["report", "advice"][..]),
-        ("guidance-meaning", &["notice"]),
-        ("guidance-capacity", &["notice"]),
-        ("guidance-continuity", &["notice"]),
-        ("guidance-handoff", &["notice"]),
-        ("guidance-automatic", &["notice"]),
-        ("guidance-labels", &["notice"]),
-        ("guidance-pressure", &["notice"]),
-        ("guidance-hesitation", &["notice"]),
-        ("maintenance", &["prune", "summary"]),
-        ("overflow", &["prune", "summary", "retry"]),
-    ]
-    .iter()
-    .map(|(rule, actions)| {
-        (
-            (*rule).to_owned(),
-            actions.iter().map(|action| (*action).to_owned()).collect(),
-        )
-    })
-    .collect();
-    assert_eq!(shape, expected);
-    assert!(catalog.rules.iter().all(|rule| {
-        rule.actions
-            .iter()
-            .all(|action| action.default_enabled && action.available && action.requires.is_empty())
-    }));
-}
-
-#[tokio::test]
-async fn cc_ctl_2_context_care_decisions_with_a_missing_summary_provider() {
-    let id = session("s1");
-    let mut catalog = context_care_catalog();
-    let summary = catalog.action_mut("maintenance", "summary").unwrap();
-    summary.available = false;
-    summary.reason = Some("no-summary-provider".to_owned());
-    assert!(catalog.action_mut("maintenance", "nope").is_none());
-    let controls = Controls::new(Arc::new(MemoryStore::new()));
-    controls.register(catalog).unwrap();
-    controls.load(&id).await.unwrap();
-    let decide = |rule: &str, action: &str| {
-        controls
-            .decide(&id, "context-care", rule, action)
-            .as_str()
-            .to_owned()
-    };
-    assert_eq!(decide("state", "report"), "enabled");
-    assert_eq!(decide("maintenance", "prune"), "enabled");
-    assert_eq!(decide("maintenance", "summary"), "no-summary-provider");
-    assert_eq!(decide("overflow", "summary"), "enabled");
-    let patch = Patch {
-        revision: 0,
-        source_id: "context-care".to_owned(),
-        rule_id: "state".to_owned(),
-        op: PatchOp::Toggle {
-            action_id: "report".to_owned(),
-            enabled: false,
-        },
-    };
-    controls.patch(&id, patch, 7).await.unwrap();
-    assert_eq!(decide("state", "report"), "action-disabled");
-    assert_eq!(decide("state", "advice"), "enabled");
-    // CC-CTL-3: a patch sets sinceSeq = session.seq - 1.
-    assert_eq!(controls.since_seq(&id, "context-care", "state"), 6);
-}
-
 #[tokio::test]
 async fn rc_4_toggle_survives_reopening_the_sqlite_file() {
     let dir = tempfile::tempdir().unwrap();
@@ -788,11 +599,11 @@ fn rc_4_a_patch_request_carries_exactly_one_of_toggle_pause_reset() {
 
 #[tokio::test]
 async fn rc_4_results_become_visible_only_after_the_store_acknowledges() {
-    let store = Arc::new(FlakyStore::default());
+    let store = Arc::new(FailingStore::default());
     let id = session("s1");
     let controls = loaded(Arc::clone(&store) as Arc<dyn Store>, &id).await;
-    store.hold_writes.store(true, Ordering::SeqCst);
-    let cas_called = store.cas_called.notified();
+    store.hold_kv_writes();
+    let cas_called = store.kv_write_called();
     let pending = tokio::spawn({
         let controls = controls.clone();
         let id = id.clone();
@@ -809,7 +620,7 @@ async fn rc_4_results_become_visible_only_after_the_store_acknowledges() {
     );
     assert_eq!(controls.snapshot(&id).revision, 0);
     assert_eq!(controls.since_seq(&id, "watch", "stream-line-repeat"), -1);
-    store.released.add_permits(1);
+    store.release_kv_writes();
     assert_eq!(pending.await.unwrap().unwrap(), 1);
     assert_eq!(
         reason(&controls, &id, "stream-line-repeat", "notice"),
@@ -873,7 +684,7 @@ async fn rc_5_since_seq_is_the_session_seq_minus_one_at_the_last_patch() {
 
 #[tokio::test]
 async fn rc_6_a_failed_save_turns_the_session_off_until_a_save_succeeds() {
-    let store = Arc::new(FlakyStore::default());
+    let store = Arc::new(FailingStore::default());
     let id = session("s1");
     let other = session("s2");
     let controls = loaded(Arc::clone(&store) as Arc<dyn Store>, &id).await;
@@ -884,7 +695,7 @@ async fn rc_6_a_failed_save_turns_the_session_off_until_a_save_succeeds() {
         .unwrap();
     let before = all_reasons(&controls, &id);
 
-    store.fail_writes.store(true, Ordering::SeqCst);
+    store.fail(Fault::kv_writes("disk unplugged"));
     let error = controls
         .patch(&id, toggle(1, "stream-line-repeat", "notice", false), 9)
         .await
@@ -913,7 +724,7 @@ async fn rc_6_a_failed_save_turns_the_session_off_until_a_save_succeeds() {
         "storage-unavailable"
     );
 
-    store.fail_writes.store(false, Ordering::SeqCst);
+    store.heal();
     let revision = controls
         .patch(&id, toggle(1, "stream-line-repeat", "notice", false), 9)
         .await
@@ -928,11 +739,11 @@ async fn rc_6_a_failed_save_turns_the_session_off_until_a_save_succeeds() {
 
 #[tokio::test]
 async fn rc_6_a_failed_load_turns_the_session_off_until_a_read_succeeds() {
-    let store = Arc::new(FlakyStore::default());
+    let store = Arc::new(FailingStore::default());
     let id = session("s1");
     let controls = Controls::new(Arc::clone(&store) as Arc<dyn Store>);
     controls.register(watch_source()).unwrap();
-    store.fail_reads.store(true, Ordering::SeqCst);
+    store.fail(Fault::kv_reads("disk unplugged"));
     let error = controls.load(&id).await.unwrap_err();
     assert_eq!(error.code(), "storage-unavailable");
     assert_eq!(
@@ -945,7 +756,7 @@ async fn rc_6_a_failed_load_turns_the_session_off_until_a_read_succeeds() {
         .await
         .unwrap_err();
     assert_eq!(error.code(), "storage-unavailable");
-    store.fail_reads.store(false, Ordering::SeqCst);
+    store.heal();
     assert_eq!(
         controls
             .patch(&id, toggle(0, "gate", "opt-in", true), 1)
@@ -979,7 +790,7 @@ async fn rc_6_a_damaged_row_is_storage_unavailable() {
 
 #[tokio::test]
 async fn rc_7_epoch_changes_with_every_patch_failure_recovery_and_catalog_change() {
-    let store = Arc::new(FlakyStore::default());
+    let store = Arc::new(FailingStore::default());
     let id = session("s1");
     let controls = Controls::new(Arc::clone(&store) as Arc<dyn Store>);
     assert_eq!(controls.epoch(&id), "0:0:1");
@@ -998,13 +809,13 @@ async fn rc_7_epoch_changes_with_every_patch_failure_recovery_and_catalog_change
         .await
         .unwrap();
     seen.push(controls.epoch(&id));
-    store.fail_writes.store(true, Ordering::SeqCst);
+    store.fail(Fault::kv_writes("disk unplugged"));
     controls
         .patch(&id, toggle(1, "gate", "opt-in", false), 1)
         .await
         .unwrap_err();
     seen.push(controls.epoch(&id));
-    store.fail_writes.store(false, Ordering::SeqCst);
+    store.heal();
     controls
         .patch(&id, toggle(1, "gate", "opt-in", false), 1)
         .await

@@ -1,0 +1,49 @@
+//! What every phase of a turn writes to the session log: an append, a typed draft and
+//! a flush, each turning a refusal into the end of the turn, and a logged user message.
+
+use std::sync::Arc;
+
+use ccare_core::kinds::{HostFailure, TurnEndReason, UserMessage};
+use ccare_core::{EventData, EventDraft, Message, SurfaceOp};
+
+use super::{StepResult, Stop};
+use crate::agent::Agent;
+
+/// Appends an event; a refused append ends the turn with an error (the session is
+/// fenced or a validator vetoed: nothing more can be written safely).
+pub(crate) fn append(agent: &Agent, draft: EventDraft) -> StepResult<Arc<ccare_core::Event>> {
+    agent.inner.session.append(draft).map_err(|error| {
+        tracing::error!(session = %agent.inner.session.id(), %error, "append refused");
+        Stop::End(TurnEndReason::Error {
+            failure: HostFailure::new(error.code(), error.to_string()).into(),
+        })
+    })
+}
+
+/// Encodes `data` as a draft; a value that cannot be encoded ends the turn with
+/// `ENCODE_FAILED`.
+pub(crate) fn typed<T: EventData>(data: &T) -> StepResult<EventDraft> {
+    EventDraft::typed(data).map_err(|error| {
+        Stop::End(TurnEndReason::Error {
+            failure: HostFailure::new("ENCODE_FAILED", error.to_string()).into(),
+        })
+    })
+}
+
+/// Makes the session log durable; a failed flush ends the turn with its error.
+pub(crate) async fn flush(agent: &Agent) -> StepResult<()> {
+    agent.inner.session.flush().await.map_err(|error| {
+        Stop::End(TurnEndReason::Error {
+            failure: HostFailure::new(error.code(), error.to_string()).into(),
+        })
+    })
+}
+
+/// Logs `message` as a `user/message` on the surface.
+pub(super) fn log_user(agent: &Agent, message: Message) -> StepResult<()> {
+    append(
+        agent,
+        typed(&UserMessage { message })?.with_surface(SurfaceOp::Append),
+    )?;
+    Ok(())
+}

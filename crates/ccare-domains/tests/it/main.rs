@@ -1,0 +1,7 @@
+//! `ccare-domains` integration tests, one test binary; every module is one area, its doc
+//! says which.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+mod controls;
+mod domains;
