@@ -38,6 +38,9 @@ pub struct Booted {
     /// The instruction sections installed (base prompt, configured instructions, the
     /// workspace's `AGENTS.md`), in prompt order.
     pub instructions: InstalledInstructions,
+    /// `[host] lease_ms`: how long the lease of a session this host drives lasts
+    /// unless renewed ([`Booted::drive`], ACT-1).
+    pub lease_ms: u64,
 }
 
 impl std::fmt::Debug for Booted {
@@ -141,6 +144,7 @@ pub fn boot(
         meter,
         care,
         instructions,
+        lease_ms: settings.host.lease_ms,
     })
 }
 

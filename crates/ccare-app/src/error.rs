@@ -69,6 +69,21 @@ pub enum AppError {
     /// The session engine failed (an unknown session, a store error).
     #[error(transparent)]
     Session(#[from] ccare_session::SessionError),
+    /// Another driver holds the session's lease and is alive (ACT-1): the front end
+    /// did not ask to wait for it.
+    #[error(
+        "SESSION_BUSY: session {} is driven by pid {} on host {} (its lease expires in {} ms unless renewed)",
+        lease.session, lease.holder.pid, lease.holder.host, remaining_ms
+    )]
+    SessionBusy {
+        /// The holder's lease: owner, host, pid, expiry.
+        lease: Box<ccare_store::Lease>,
+        /// How long until that lease expires, by this host's clock when refused.
+        remaining_ms: i64,
+    },
+    /// The store failed to grant, renew or release a lease.
+    #[error("session lease: {0}")]
+    Lease(#[source] ccare_store::StoreError),
 }
 
 impl AppError {
@@ -81,7 +96,8 @@ impl AppError {
     }
 
     /// Whether the user's input is at fault (bad config, unknown profile or session,
-    /// an unusable workspace): the CLI exits 2 for these, 1 for the rest.
+    /// an unusable workspace, a session another driver holds): the CLI exits 2 for
+    /// these, 1 for the rest.
     pub fn is_bad_input(&self) -> bool {
         match self {
             AppError::ReadConfig { .. }
@@ -89,11 +105,13 @@ impl AppError {
             | AppError::UnknownProfile { .. }
             | AppError::Mount(_)
             | AppError::Instructions(_)
-            | AppError::SessionId(_) => true,
+            | AppError::SessionId(_)
+            | AppError::SessionBusy { .. } => true,
             AppError::Session(error) => error.is_bad_input(),
             AppError::DataDir { .. }
             | AppError::OpenStore { .. }
             | AppError::Tool(_)
+            | AppError::Lease(_)
             | AppError::Internal(_) => false,
         }
     }

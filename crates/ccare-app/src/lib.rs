@@ -14,6 +14,9 @@
 //!   the validator policy and durability, the built-in tools the profile chooses, its
 //!   plugins (context care and stream watch by default, ACT-6) and the agent's
 //!   instructions.
+//! - [`Booted::drive`] opens (or creates) the session a front end drives, holding its
+//!   lease ([`lease`], ACT-1): one driver per session across processes, a dead holder
+//!   on this machine taken over at once, `SESSION_BUSY` or a wait otherwise.
 //! - [`AppError`] says why; [`AppError::is_bad_input`] separates the user's mistakes
 //!   (exit 2) from failures (exit 1).
 //!
@@ -27,9 +30,11 @@
 pub mod boot;
 pub mod config;
 pub mod demo;
+mod drive;
 mod error;
 mod home;
 mod instructions;
+pub mod lease;
 mod mount;
 pub mod store;
 
@@ -37,3 +42,4 @@ pub use boot::{Booted, boot};
 pub use config::{Overrides, Settings, load};
 pub use error::AppError;
 pub use home::Home;
+pub use lease::{SessionLease, WhenBusy};

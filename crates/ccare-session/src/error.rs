@@ -274,6 +274,8 @@ fn is_bad_stored_data(error: &StoreError) -> bool {
         | StoreError::CasConflict { .. }
         | StoreError::Invalid { .. }
         | StoreError::Backend { .. }
+        | StoreError::SessionBusy { .. }
+        | StoreError::LeaseLost { .. }
         | StoreError::Closed => false,
     }
 }

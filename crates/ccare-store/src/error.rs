@@ -2,6 +2,8 @@
 
 use ccare_core::SessionId;
 
+use crate::lease::Lease;
+
 /// Why a store operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
@@ -65,6 +67,25 @@ pub enum StoreError {
         /// What the database said.
         message: String,
     },
+    /// The session's lease is held by another owner that has not expired (ACT-1);
+    /// nothing was written. `lease` names the holder.
+    #[error(
+        "session {}: busy, driven by pid {} on host {} (owner {}) until {} ms",
+        lease.session, lease.holder.pid, lease.holder.host, lease.holder.owner, lease.expires_ms
+    )]
+    SessionBusy {
+        /// The holder's lease, as stored.
+        lease: Box<Lease>,
+    },
+    /// A renewal by an owner that no longer holds the session's lease (it expired and
+    /// was taken over, or was released); nothing was written.
+    #[error("session {session}: owner {owner} no longer holds its lease")]
+    LeaseLost {
+        /// The session.
+        session: SessionId,
+        /// The owner that renewed.
+        owner: String,
+    },
     /// The store was shut down.
     #[error("store is closed")]
     Closed,
@@ -81,6 +102,8 @@ impl StoreError {
             StoreError::Corrupt { .. } => "STORE_CORRUPT",
             StoreError::Invalid { .. } => "STORE_INVALID",
             StoreError::Backend { .. } => "STORE_IO",
+            StoreError::SessionBusy { .. } => "SESSION_BUSY",
+            StoreError::LeaseLost { .. } => "LEASE_LOST",
             StoreError::Closed => "STORE_CLOSED",
         }
     }

@@ -5,7 +5,9 @@
 //! Principal types:
 //! - [`Store`]: create and list sessions, append events with the expected next seq
 //!   (optimistic concurrency, spec H-STORE-1), read ranges forward and backward, KV rows
-//!   with versioned compare-and-swap (H-STORE-2), and an awaited [`Store::flush`].
+//!   with versioned compare-and-swap (H-STORE-2), an awaited [`Store::flush`], and
+//!   per-session leases ([`Store::lease_acquire`], ACT-1: one driver per session
+//!   across processes).
 //! - [`SqliteStore`]: the embedded default (H-STORE-3/4): WAL, `synchronous=FULL`, one
 //!   writer thread that commits queued operations together (group commit), readers on
 //!   their own connections.
@@ -18,6 +20,9 @@
 //! [`Durability`] names the two modes a host offers on top (`[store] durability`):
 //! group commit, or every append durable before it returns ([`wait_blocking`]).
 //!
+//! With the `testing` feature (tests only), the `testing` module adds a store whose
+//! operations fail on demand.
+//!
 //! This crate does not parse event JSON beyond what its own integrity checks need, and
 //! no SQLite type appears in its API: PostgreSQL comes later behind the same trait.
 
@@ -27,12 +32,16 @@ mod checks;
 mod durability;
 mod error;
 mod failures;
+mod lease;
 mod memory;
 mod sqlite;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod types;
 
 pub use durability::{Durability, wait_blocking};
 pub use error::StoreError;
+pub use lease::{Lease, LeaseClaim, LeaseHolder, MAX_LEASE_TEXT_BYTES};
 pub use memory::MemoryStore;
 pub use sqlite::{SqliteConfig, SqliteStore};
 pub use types::{

@@ -16,7 +16,9 @@
 //!   deletes, a mismatch is `CasConflict` (H-STORE-2); keys and values obey
 //!   [`MAX_KV_KEY_BYTES`](crate::MAX_KV_KEY_BYTES) and [`MAX_KV_VALUE_BYTES`](crate::MAX_KV_VALUE_BYTES);
 //! - sessions list newest first (ties: the one created later first); ranged reads walk
-//!   both ways and stop at the head; KV scans are ascending by UTF-8 bytes.
+//!   both ways and stop at the head; KV scans are ascending by UTF-8 bytes;
+//! - a lease claim is granted on a free session, an expired lease, the claimant's own
+//!   or the one it replaces, else refused with `SessionBusy` (ACT-1, `lease.rs`).
 //!
 //! # Unreported errors and flush
 //!
@@ -39,6 +41,7 @@ use ccare_core::SessionId;
 use crate::checks::{check_kv, check_seqs, preview};
 use crate::error::StoreError;
 use crate::failures::{Failed, Failures};
+use crate::lease::{Lease, LeaseClaim, check_claim, check_holder, may_take};
 use crate::types::{
     Incarnation, KvEntry, KvPage, NewSession, ReadDirection, ReadRange, SessionQuery,
     SessionRecord, Store, StoreFuture, StoredEvent, Ticket,
@@ -70,6 +73,8 @@ struct Data {
     created_order: u64,
     /// Rows by domain, then key (ascending by UTF-8 bytes, as SQLite's BINARY).
     kv: BTreeMap<String, BTreeMap<String, KvEntry>>,
+    /// Session leases (ACT-1), by session.
+    leases: HashMap<SessionId, Lease>,
     /// Failed writes since the last flush.
     failures: Failures,
 }
@@ -243,6 +248,51 @@ impl Data {
         }
     }
 
+    fn lease_acquire(&mut self, claim: &LeaseClaim) -> Result<Lease, StoreError> {
+        check_claim(claim)?;
+        if let Some(current) = self.leases.get(&claim.session)
+            && !may_take(current, claim)
+        {
+            return Err(StoreError::SessionBusy {
+                lease: Box::new(current.clone()),
+            });
+        }
+        let granted = claim.granted();
+        self.leases.insert(claim.session.clone(), granted.clone());
+        Ok(granted)
+    }
+
+    fn lease_renew(
+        &mut self,
+        session: &SessionId,
+        owner: &str,
+        expires_ms: i64,
+    ) -> Result<Lease, StoreError> {
+        check_holder(session, owner, "owner")?;
+        match self.leases.get_mut(session) {
+            Some(lease) if lease.holder.owner == owner => {
+                lease.expires_ms = expires_ms;
+                Ok(lease.clone())
+            }
+            Some(_) | None => Err(StoreError::LeaseLost {
+                session: session.clone(),
+                owner: owner.to_owned(),
+            }),
+        }
+    }
+
+    fn lease_release(&mut self, session: &SessionId, owner: &str) -> Result<bool, StoreError> {
+        check_holder(session, owner, "owner")?;
+        let held = self
+            .leases
+            .get(session)
+            .is_some_and(|lease| lease.holder.owner == owner);
+        if held {
+            self.leases.remove(session);
+        }
+        Ok(held)
+    }
+
     fn read(&self, id: &SessionId, range: ReadRange) -> Result<Vec<StoredEvent>, StoreError> {
         let Some(stored) = self.sessions.get(id) else {
             return Err(StoreError::UnknownSession {
@@ -385,5 +435,22 @@ impl Store for MemoryStore {
     ) -> StoreFuture<'_, Vec<(String, KvEntry)>> {
         let rows = self.lock().kv_scan(domain, prefix, &page);
         Box::pin(std::future::ready(Ok(rows)))
+    }
+
+    fn lease_acquire(&self, claim: LeaseClaim) -> Ticket<Lease> {
+        self.write(|data| data.lease_acquire(&claim))
+    }
+
+    fn lease_renew(&self, session: &SessionId, owner: &str, expires_ms: i64) -> Ticket<Lease> {
+        self.write(|data| data.lease_renew(session, owner, expires_ms))
+    }
+
+    fn lease_release(&self, session: &SessionId, owner: &str) -> Ticket<bool> {
+        self.write(|data| data.lease_release(session, owner))
+    }
+
+    fn lease(&self, session: &SessionId) -> StoreFuture<'_, Option<Lease>> {
+        let lease = self.lock().leases.get(session).cloned();
+        Box::pin(std::future::ready(Ok(lease)))
     }
 }

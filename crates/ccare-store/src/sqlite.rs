@@ -2,9 +2,10 @@
 //!
 //! # Layout
 //!
-//! One file holds three tables (`sessions`, `events`, `kv`) in WAL mode with
+//! One file holds four tables (`sessions`, `events`, `kv`, `leases`) in WAL mode with
 //! `synchronous=FULL`; `PRAGMA user_version` is the schema version
-//! ([`SqliteStore::SCHEMA_VERSION`]). Every connection has a busy timeout
+//! ([`SqliteStore::SCHEMA_VERSION`]). A version-1 database (before `leases`) is
+//! migrated in place when opened: the table is added, nothing else changes. Every connection has a busy timeout
 //! ([`SqliteStore::BUSY_TIMEOUT`]), so two stores on one file (in one process or two)
 //! take turns instead of failing.
 //!
@@ -53,6 +54,8 @@
 //! snapshot. Rows are checked: an event body must be UTF-8 TEXT and the seqs of a range
 //! must have no gap, else [`StoreError::Corrupt`].
 
+mod lease;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -68,6 +71,7 @@ use tokio::sync::oneshot;
 use crate::checks::{check_kv, check_seqs, preview};
 use crate::error::StoreError;
 use crate::failures::{Failed, Failures};
+use crate::lease::{Lease, LeaseClaim};
 use crate::types::{
     Incarnation, KvEntry, KvPage, NewSession, ReadDirection, ReadRange, SessionQuery,
     SessionRecord, Store, StoreFuture, StoredEvent, Ticket,
@@ -162,6 +166,21 @@ enum Op {
         value: Option<Vec<u8>>,
         reply: Reply<Option<u64>>,
     },
+    LeaseAcquire {
+        claim: LeaseClaim,
+        reply: Reply<Lease>,
+    },
+    LeaseRenew {
+        session: SessionId,
+        owner: String,
+        expires_ms: i64,
+        reply: Reply<Lease>,
+    },
+    LeaseRelease {
+        session: SessionId,
+        owner: String,
+        reply: Reply<bool>,
+    },
     Flush {
         reply: Reply<()>,
     },
@@ -172,6 +191,8 @@ enum Done {
     Create(Reply<Incarnation>, Result<Incarnation, StoreError>),
     Append(Reply<u64>, Result<u64, StoreError>),
     KvCas(Reply<Option<u64>>, Result<Option<u64>, StoreError>),
+    Lease(&'static str, Reply<Lease>, Result<Lease, StoreError>),
+    LeaseRelease(Reply<bool>, Result<bool, StoreError>),
     Flush(Reply<()>),
 }
 
@@ -194,7 +215,7 @@ fn backend(operation: &'static str, path: &Path, detail: impl std::fmt::Display)
 
 impl SqliteStore {
     /// The schema version kept in `PRAGMA user_version`.
-    pub const SCHEMA_VERSION: i64 = 1;
+    pub const SCHEMA_VERSION: i64 = 2;
     /// How long a connection waits for another connection's lock before failing.
     pub const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
 
@@ -382,6 +403,36 @@ impl Store for SqliteStore {
         })
     }
 
+    fn lease_acquire(&self, claim: LeaseClaim) -> Ticket<Lease> {
+        self.submit(|reply| Op::LeaseAcquire { claim, reply })
+    }
+
+    fn lease_renew(&self, session: &SessionId, owner: &str, expires_ms: i64) -> Ticket<Lease> {
+        let (session, owner) = (session.clone(), owner.to_owned());
+        self.submit(|reply| Op::LeaseRenew {
+            session,
+            owner,
+            expires_ms,
+            reply,
+        })
+    }
+
+    fn lease_release(&self, session: &SessionId, owner: &str) -> Ticket<bool> {
+        let (session, owner) = (session.clone(), owner.to_owned());
+        self.submit(|reply| Op::LeaseRelease {
+            session,
+            owner,
+            reply,
+        })
+    }
+
+    fn lease(&self, session: &SessionId) -> StoreFuture<'_, Option<Lease>> {
+        let session = session.clone();
+        self.blocking("lease", move |conn, path| {
+            lease::read_lease(conn, path, &session)
+        })
+    }
+
     fn kv_get(&self, domain: &str, key: &str) -> StoreFuture<'_, Option<KvEntry>> {
         let (domain, key) = (domain.to_owned(), key.to_owned());
         self.blocking("kv_get", move |conn, path| {
@@ -435,10 +486,11 @@ CREATE TABLE kv (
 ";
 
 /// Statements that fail to prepare unless every table has the columns this code uses.
-const SCHEMA_PROBES: [&str; 3] = [
+const SCHEMA_PROBES: [&str; 4] = [
     "SELECT id, created_ms, parent, seed_length, meta, incarnation, head, created_order FROM sessions LIMIT 0",
     "SELECT session_id, seq, body FROM events LIMIT 0",
     "SELECT domain, key, version, value FROM kv LIMIT 0",
+    lease::PROBE,
 ];
 
 fn open_writer(path: &Path) -> Result<Connection, StoreError> {
@@ -469,9 +521,18 @@ fn open_writer(path: &Path) -> Result<Connection, StoreError> {
     match version {
         0 => {
             tx.execute_batch(SCHEMA)
+                .and_then(|()| tx.execute_batch(lease::SCHEMA))
                 .map_err(|err| fail("cannot create the schema", err))?;
             tx.pragma_update(None, "user_version", SqliteStore::SCHEMA_VERSION)
                 .map_err(|err| fail("cannot set the schema version", err))?;
+        }
+        1 => {
+            // Version 1 had no leases; adding the table is the whole migration.
+            tx.execute_batch(lease::SCHEMA)
+                .map_err(|err| fail("cannot add the leases table (schema 1 to 2)", err))?;
+            tx.pragma_update(None, "user_version", SqliteStore::SCHEMA_VERSION)
+                .map_err(|err| fail("cannot set the schema version", err))?;
+            tracing::info!(path = %path.display(), "sqlite schema migrated from version 1 to 2 (leases)");
         }
         SqliteStore::SCHEMA_VERSION => {}
         other => {
@@ -600,6 +661,12 @@ impl Writer {
                 }
                 Done::Append(reply, result) => deliver(reply, failed("append").map_or(result, Err)),
                 Done::KvCas(reply, result) => deliver(reply, failed("kv_cas").map_or(result, Err)),
+                Done::Lease(operation, reply, result) => {
+                    deliver(reply, failed(operation).map_or(result, Err))
+                }
+                Done::LeaseRelease(reply, result) => {
+                    deliver(reply, failed("lease_release").map_or(result, Err))
+                }
                 Done::Flush(reply) => {
                     let result = match self
                         .failures
@@ -639,6 +706,9 @@ fn apply_failed(op: Op) -> Done {
         Op::Create { reply, .. } => Done::Create(reply, Err(placeholder())),
         Op::Append { reply, .. } => Done::Append(reply, Err(placeholder())),
         Op::KvCas { reply, .. } => Done::KvCas(reply, Err(placeholder())),
+        Op::LeaseAcquire { reply, .. } => Done::Lease("lease_acquire", reply, Err(placeholder())),
+        Op::LeaseRenew { reply, .. } => Done::Lease("lease_renew", reply, Err(placeholder())),
+        Op::LeaseRelease { reply, .. } => Done::LeaseRelease(reply, Err(placeholder())),
         Op::Flush { reply } => Done::Flush(reply),
     }
 }
@@ -692,6 +762,33 @@ fn apply(conn: &Connection, op: Op) -> (Done, Option<GroupFailure>) {
                 format!("kv_cas of {domain}/{}", preview(&key))
             });
             (Done::KvCas(reply, result), failure)
+        }
+        Op::LeaseAcquire { claim, reply } => {
+            let (result, failure) = split(lease::acquire(conn, &claim), || {
+                format!("lease_acquire of session {}", claim.session)
+            });
+            (Done::Lease("lease_acquire", reply, result), failure)
+        }
+        Op::LeaseRenew {
+            session,
+            owner,
+            expires_ms,
+            reply,
+        } => {
+            let (result, failure) = split(lease::renew(conn, &session, &owner, expires_ms), || {
+                format!("lease_renew of session {session}")
+            });
+            (Done::Lease("lease_renew", reply, result), failure)
+        }
+        Op::LeaseRelease {
+            session,
+            owner,
+            reply,
+        } => {
+            let (result, failure) = split(lease::release(conn, &session, &owner), || {
+                format!("lease_release of session {session}")
+            });
+            (Done::LeaseRelease(reply, result), failure)
         }
         Op::Flush { reply } => (Done::Flush(reply), None),
     }
@@ -892,12 +989,12 @@ struct ReadPool {
 }
 
 /// A connection out of the pool; goes back on drop, even after a panic.
-struct Lease<'a> {
+struct Checkout<'a> {
     pool: &'a ReadPool,
     conn: Option<Connection>,
 }
 
-impl Drop for Lease<'_> {
+impl Drop for Checkout<'_> {
     fn drop(&mut self) {
         if let Some(conn) = self.conn.take() {
             lock(&self.pool.idle).push(conn);
@@ -947,11 +1044,11 @@ impl ReadPool {
                 .unwrap_or_else(PoisonError::into_inner);
         };
         drop(idle);
-        let mut lease = Lease {
+        let mut checkout = Checkout {
             pool: self,
             conn: Some(conn),
         };
-        match lease.conn.as_mut() {
+        match checkout.conn.as_mut() {
             Some(conn) => work(conn, &self.path),
             None => Err(backend("read", &self.path, "no read connection")),
         }

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use ccare_core::SessionId;
 
 use crate::error::StoreError;
+use crate::lease::{Lease, LeaseClaim};
 
 /// A boxed future returned by store reads.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
@@ -177,4 +178,24 @@ pub trait Store: Send + Sync + 'static {
         prefix: &str,
         page: KvPage,
     ) -> StoreFuture<'_, Vec<(String, KvEntry)>>;
+
+    /// Grants `claim`'s lease on its session (spec server.md ACT-1) if the session has
+    /// none, the lease is the claimant's own (then it is renewed), it expired
+    /// (`expires_ms <= claim.now_ms`), or its owner is `claim.replacing`; else fails
+    /// with `SessionBusy` naming the holder and writes nothing. The session need not be
+    /// stored yet. Resolves to the granted lease once durable.
+    /// Every backend runs the conformance suite's lease checks.
+    fn lease_acquire(&self, claim: LeaseClaim) -> Ticket<Lease>;
+
+    /// Moves the expiry of `owner`'s lease on `session` to `expires_ms` (whether or not
+    /// it expired meanwhile, as long as nobody took it over); fails with `LeaseLost` if
+    /// `owner` does not hold it. Resolves to the renewed lease.
+    fn lease_renew(&self, session: &SessionId, owner: &str, expires_ms: i64) -> Ticket<Lease>;
+
+    /// Deletes `owner`'s lease on `session`; resolves to whether it was held (a lease
+    /// someone else holds now is left alone, and that is not an error).
+    fn lease_release(&self, session: &SessionId, owner: &str) -> Ticket<bool>;
+
+    /// The session's current lease, expired or not (`None`: never leased, or released).
+    fn lease(&self, session: &SessionId) -> StoreFuture<'_, Option<Lease>>;
 }

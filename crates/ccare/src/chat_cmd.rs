@@ -1,4 +1,7 @@
-//! `ccare chat [--session ID]`: the interactive agent in the terminal (DESIGN.md §5).
+//! `ccare chat [--session ID] [--wait]`: the interactive agent in the terminal
+//! (DESIGN.md §5). The session's lease is held for the whole chat (ACT-1): another
+//! process driving the session fails it with `SESSION_BUSY` (exit 2), or with `--wait`
+//! is waited for.
 //!
 //! Output contract, so that `ccare chat < prompts.txt > answers.txt` works: the answer
 //! text and what `/status` and `/sessions` print go to stdout; everything else (the
@@ -45,9 +48,13 @@ const SESSIONS_SHOWN: usize = 20;
 const DEFAULT_WIDTH: usize = 100;
 
 /// Runs the command until EOF, `/quit` or a double Ctrl-C (exit 130).
-pub(crate) async fn run(booted: &Booted, session_id: Option<&str>) -> Result<(), Failure> {
+pub(crate) async fn run(
+    booted: &Booted,
+    session_id: Option<&str>,
+    wait: bool,
+) -> Result<(), Failure> {
     let resumed = session_id.is_some();
-    let session = booted.session(session_id).await?;
+    let (session, lease) = crate::drive::drive(booted, session_id, wait).await?;
     let agent = booted.agent(session.clone());
     let restored = agent.restore_inbox().await.map_err(Failure::failed)?;
     if restored > 0 {
@@ -77,7 +84,9 @@ pub(crate) async fn run(booted: &Booted, session_id: Option<&str>) -> Result<(),
     };
     let outcome = chat.repl(&mut lines, &mut interrupts).await;
     let _ = session.flush().await;
-    outcome
+    let released = lease.release().await;
+    outcome?;
+    released.map_err(Failure::failed)
 }
 
 /// Why the prompt loop stopped.

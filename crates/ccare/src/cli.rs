@@ -140,6 +140,10 @@ pub(crate) struct RunArgs {
     /// Print the session's new events as JSON lines instead of the answer.
     #[arg(long)]
     pub(crate) json: bool,
+    /// When another process drives the session, wait for it to finish instead of
+    /// failing with SESSION_BUSY (exit 2).
+    #[arg(long)]
+    pub(crate) wait: bool,
 }
 
 #[derive(Debug, Args)]
@@ -157,6 +161,10 @@ pub(crate) struct ChatArgs {
     /// Continue this session (default: a new one).
     #[arg(long, value_name = "ID")]
     pub(crate) session: Option<String>,
+    /// When another process drives the session, wait for it to finish instead of
+    /// failing with SESSION_BUSY (exit 2).
+    #[arg(long)]
+    pub(crate) wait: bool,
 }
 
 #[derive(Debug, Args)]

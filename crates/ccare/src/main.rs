@@ -12,6 +12,7 @@ mod chat_cmd;
 mod cli;
 mod context_cmd;
 mod demo;
+mod drive;
 mod llm_cmd;
 mod output;
 mod prompt_input;
@@ -121,7 +122,7 @@ fn main() -> ExitCode {
                 };
                 let settings = load_settings(config, &home, &overrides)?;
                 let booted = boot(&settings, args.profile.as_deref())?;
-                run_cmd::run(&booted, prompt, args.session.as_deref(), args.json).await
+                run_cmd::run(&booted, prompt, args.session.as_deref(), args.json, args.wait).await
             }
             Command::Chat(args) => {
                 let overrides = Overrides {
@@ -130,7 +131,7 @@ fn main() -> ExitCode {
                 };
                 let settings = load_settings(config, &home, &overrides)?;
                 let booted = boot(&settings, args.profile.as_deref())?;
-                chat_cmd::run(&booted, args.session.as_deref()).await
+                chat_cmd::run(&booted, args.session.as_deref(), args.wait).await
             }
             Command::TimeContext(cli::TimeContextCommand::Preview(args)) => {
                 let zone = ccare_time_context::Zone::named(&args.zone).map_err(|_| {

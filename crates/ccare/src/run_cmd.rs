@@ -1,5 +1,9 @@
-//! `ccare run --prompt TEXT [--session ID] [--json]`: one prompt, run until the agent
-//! is idle (DESIGN.md §5).
+//! `ccare run --prompt TEXT [--session ID] [--json] [--wait]`: one prompt, run until
+//! the agent is idle (DESIGN.md §5).
+//!
+//! The session's lease is held from before the session is opened until the log is
+//! flushed (ACT-1): another process driving it fails this one with `SESSION_BUSY`
+//! (exit 2), or with `--wait` is waited for.
 //!
 //! The answer streams to stdout as it is generated; with `--json` the session's new
 //! events are printed as JSON lines instead. Without `--session` a new session is
@@ -26,9 +30,10 @@ pub(crate) async fn run(
     prompt: String,
     session: Option<&str>,
     json: bool,
+    wait: bool,
 ) -> Result<(), Failure> {
     let new_session = session.is_none();
-    let session = booted.session(session).await?;
+    let (session, lease) = crate::drive::drive(booted, session, wait).await?;
     if new_session {
         eprintln!("session: {}", session.id());
     }
@@ -68,6 +73,7 @@ pub(crate) async fn run(
         }
     };
     let _ = session.flush().await;
+    let released = lease.release().await;
     if let Some(error) = write_failed {
         return Err(Failure::failed(error));
     }
@@ -90,6 +96,7 @@ pub(crate) async fn run(
             writeln!(stdout, "{line}").map_err(Failure::failed)?;
         }
     }
+    released.map_err(Failure::failed)?;
     if interrupted {
         return Err(Failure {
             code: 130,

@@ -102,6 +102,9 @@ pub(crate) struct HostTable {
     /// How long an idle session actor lives (ACT-1).
     #[serde(default)]
     pub(crate) actor_idle_ms: Option<u64>,
+    /// How long a session lease lasts unless renewed (ACT-1).
+    #[serde(default)]
+    pub(crate) lease_ms: Option<u64>,
 }
 
 /// `[store]`.

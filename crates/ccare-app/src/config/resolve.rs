@@ -15,8 +15,8 @@ use crate::config::Overrides;
 use crate::config::file::{AgentTable, ConfigFile, HttpTable, ProfileTable, StoreTable};
 use crate::config::plugins::{self, shown};
 use crate::config::settings::{
-    BuiltinTool, DEFAULT_ACTOR_IDLE_MS, DEFAULT_HTTP_ADDR, DEFAULT_PROFILE, HostSettings,
-    HttpSettings, Profile, Settings, StoreKind, StoreSettings,
+    BuiltinTool, DEFAULT_ACTOR_IDLE_MS, DEFAULT_HTTP_ADDR, DEFAULT_LEASE_MS, DEFAULT_PROFILE,
+    HostSettings, HttpSettings, Profile, Settings, StoreKind, StoreSettings,
 };
 use crate::config::values;
 use crate::home::Home;
@@ -256,9 +256,16 @@ fn host_settings(table: &crate::config::file::HostTable) -> Result<HostSettings,
         Some(value) => values::positive_safe(value)
             .map_err(|message| format!("host.actor_idle_ms: {message}"))?,
     };
+    let lease_ms = match table.lease_ms {
+        None => DEFAULT_LEASE_MS,
+        Some(value) => {
+            values::lease_ms(value).map_err(|message| format!("host.lease_ms: {message}"))?
+        }
+    };
     Ok(HostSettings {
         time_zone: table.time_zone.clone(),
         actor_idle_ms,
+        lease_ms,
     })
 }
 

@@ -21,6 +21,13 @@ pub const DEFAULT_PROFILE: &str = "default";
 /// The default [`HostSettings::actor_idle_ms`] (ACT-1: five minutes).
 pub const DEFAULT_ACTOR_IDLE_MS: u64 = 300_000;
 
+/// The default [`HostSettings::lease_ms`] (ACT-1: thirty seconds).
+pub const DEFAULT_LEASE_MS: u64 = 30_000;
+
+/// The shortest [`HostSettings::lease_ms`] accepted: one second, so that renewing at a
+/// third of it leaves room for a slow disk.
+pub const MIN_LEASE_MS: u64 = 1_000;
+
 /// The default [`HttpSettings::addr`].
 pub const DEFAULT_HTTP_ADDR: &str = "127.0.0.1:7878";
 
@@ -76,6 +83,10 @@ pub struct HostSettings {
     pub time_zone: Option<String>,
     /// How long an idle session actor lives before it stops (ACT-1), ms.
     pub actor_idle_ms: u64,
+    /// How long a session lease lasts unless renewed (ACT-1), ms: a holder that dies on
+    /// another machine blocks the session at most this long (one on this machine not at
+    /// all). Renewed every third of it while the session is driven.
+    pub lease_ms: u64,
 }
 
 /// The store backends of this build.

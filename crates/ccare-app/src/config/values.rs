@@ -4,8 +4,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-/// The largest safe integer, 2^53 - 1: what a JSON client can hold exactly.
-const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+use ccare_core::json::MAX_SAFE_INTEGER;
 
 /// A socket address such as `127.0.0.1:7878` or `[::1]:7878`.
 pub(crate) fn socket_addr(text: &str) -> Result<SocketAddr, String> {
@@ -67,6 +66,19 @@ pub(crate) fn positive_safe(value: u64) -> Result<u64, String> {
     } else {
         Err(format!(
             "expected a positive integer of at most {MAX_SAFE_INTEGER}, found {value}"
+        ))
+    }
+}
+
+/// A lease duration (`[host] lease_ms`, ACT-1): at least
+/// [`MIN_LEASE_MS`](super::MIN_LEASE_MS), at most a safe integer.
+pub(crate) fn lease_ms(value: u64) -> Result<u64, String> {
+    if (super::MIN_LEASE_MS..=MAX_SAFE_INTEGER).contains(&value) {
+        Ok(value)
+    } else {
+        Err(format!(
+            "expected a lease of at least {} ms (one second) and at most {MAX_SAFE_INTEGER}, found {value}",
+            super::MIN_LEASE_MS
         ))
     }
 }

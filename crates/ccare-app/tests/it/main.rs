@@ -6,4 +6,5 @@
 mod boot;
 mod config;
 mod durability;
+mod lease;
 mod profiles;

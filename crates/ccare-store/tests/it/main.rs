@@ -4,5 +4,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod conformance;
+mod failing;
 mod memory;
 mod sqlite;

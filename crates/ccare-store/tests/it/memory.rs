@@ -44,7 +44,19 @@ conformance_on_one_store!(
     h_store_2_kv_cas_lifecycle,
     h_dom_2_kv_limits,
     h_dom_2_kv_scan_prefix_and_paging,
+    act_1_lease_acquire_renew_release,
+    act_1_lease_conflict_names_the_holder,
+    act_1_lease_expired_is_taken_over,
+    act_1_lease_replacing_takes_over_the_named_owner_only,
+    act_1_lease_claims_are_checked,
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_1_lease_concurrent_claims_one_wins_across_two_handles() {
+    let store = MemoryStore::new();
+    let other = store.clone();
+    conformance::act_1_lease_concurrent_claims_one_wins(&[&store, &other]).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h_store_1_concurrent_appends_one_wins() {

@@ -97,7 +97,25 @@ conformance_on_one_store!(
     h_store_2_kv_cas_lifecycle,
     h_dom_2_kv_limits,
     h_dom_2_kv_scan_prefix_and_paging,
+    act_1_lease_acquire_renew_release,
+    act_1_lease_conflict_names_the_holder,
+    act_1_lease_expired_is_taken_over,
+    act_1_lease_replacing_takes_over_the_named_owner_only,
+    act_1_lease_claims_are_checked,
 );
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_1_lease_concurrent_claims_one_wins() {
+    let db = Db::new();
+    conformance::act_1_lease_concurrent_claims_one_wins(&[&db.store]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_1_lease_concurrent_claims_one_wins_across_two_handles() {
+    let db = Db::new();
+    let other = db.second_handle();
+    conformance::act_1_lease_concurrent_claims_one_wins(&[&db.store, &other]).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h_store_1_concurrent_appends_one_wins() {
@@ -146,7 +164,8 @@ async fn h_store_3_schema_and_pragmas() {
         .pragma_query_value(None, "user_version", |row| row.get(0))
         .unwrap();
     assert_eq!(version, SqliteStore::SCHEMA_VERSION);
-    assert_eq!(version, 1);
+    // Version 2 added the `leases` table (ACT-1); a version-1 file is migrated on open.
+    assert_eq!(version, 2);
     let mode: String = raw
         .pragma_query_value(None, "journal_mode", |row| row.get(0))
         .unwrap();
@@ -192,6 +211,17 @@ async fn h_store_3_schema_and_pragmas() {
             col("key", "TEXT", true, 2),
             col("version", "INTEGER", true, 0),
             col("value", "BLOB", true, 0),
+        ]
+    );
+    assert_eq!(
+        columns("leases"),
+        [
+            col("session_id", "TEXT", false, 1),
+            col("owner", "TEXT", true, 0),
+            col("host", "TEXT", true, 0),
+            col("pid", "INTEGER", true, 0),
+            col("process_start", "INTEGER", false, 0),
+            col("expires_ms", "INTEGER", true, 0),
         ]
     );
     // Reopening an existing database keeps its data.
@@ -262,6 +292,115 @@ fn h_store_3_open_failures_name_the_path() {
         message.contains(&foreign.display().to_string()) && message.contains("schema"),
         "{message}"
     );
+}
+
+/// The version-1 schema exactly as earlier builds created it (before `leases`).
+const SCHEMA_V1: &str = "
+CREATE TABLE sessions (
+    id TEXT PRIMARY KEY,
+    created_ms INTEGER NOT NULL,
+    parent TEXT,
+    seed_length INTEGER,
+    meta TEXT NOT NULL,
+    incarnation TEXT NOT NULL,
+    head INTEGER NOT NULL,
+    created_order INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX sessions_by_order ON sessions (created_order);
+CREATE INDEX sessions_by_recency ON sessions (created_ms, created_order);
+CREATE TABLE events (
+    session_id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+CREATE TABLE kv (
+    domain TEXT NOT NULL,
+    key TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    value BLOB NOT NULL,
+    PRIMARY KEY (domain, key)
+);
+INSERT INTO sessions VALUES ('old', 5, NULL, NULL, '{}', 'inc-1', 2, 1);
+INSERT INTO events VALUES ('old', 0, '{\"seq\":0}'), ('old', 1, '{\"seq\":1}');
+INSERT INTO kv VALUES ('notes', 'k', 3, X'6869');
+PRAGMA user_version = 1;
+";
+
+/// ACT-1: a database written by a version-1 build opens as version 2 with its
+/// sessions, events and KV rows untouched, appends continue at its head, and leases
+/// work on it, durably.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_1_a_version_1_database_is_migrated_and_keeps_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(SCHEMA_V1)
+        .unwrap();
+    let store = SqliteStore::open(SqliteConfig::new(&path)).unwrap();
+    let record = store.session(&sid("old")).await.unwrap().unwrap();
+    assert_eq!((record.head, record.incarnation.as_str()), (2, "inc-1"));
+    let events = store.read(&sid("old"), ReadRange::all()).await.unwrap();
+    let bodies: Vec<&str> = events.iter().map(|event| &*event.json).collect();
+    assert_eq!(bodies, [r#"{"seq":0}"#, r#"{"seq":1}"#]);
+    assert_eq!(
+        store.kv_get("notes", "k").await.unwrap(),
+        Some(KvEntry {
+            version: 3,
+            value: b"hi".to_vec()
+        })
+    );
+    assert_eq!(
+        store
+            .append(&sid("old"), 2, numbered(2, 1, "new"))
+            .await
+            .unwrap(),
+        3
+    );
+    let holder = conformance::holder("owner-a", "host-a", 42);
+    let granted = store
+        .lease_acquire(conformance::claim("old", holder, 10, 20))
+        .await
+        .unwrap();
+    store.close().unwrap();
+
+    let version: i64 = rusqlite::Connection::open(&path)
+        .unwrap()
+        .pragma_query_value(None, "user_version", |row| row.get(0))
+        .unwrap();
+    assert_eq!(version, 2);
+    let reopened = SqliteStore::open(SqliteConfig::new(&path)).unwrap();
+    assert_eq!(reopened.lease(&sid("old")).await.unwrap(), Some(granted));
+    assert_eq!(
+        reopened.session(&sid("old")).await.unwrap().unwrap().head,
+        3
+    );
+}
+
+/// A damaged lease row reads as `STORE_CORRUPT` naming the column, and a claim on it
+/// is refused the same way rather than granted over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_1_a_damaged_lease_row_is_corrupt() {
+    let db = Db::new();
+    db.raw()
+        .execute(
+            "INSERT INTO leases VALUES ('s', 'owner-a', 'host-a', -4, NULL, 99999999999999)",
+            [],
+        )
+        .unwrap();
+    let error = db.store.lease(&sid("s")).await.unwrap_err();
+    assert_eq!(
+        error.to_string(),
+        "session s: corrupt row: the lease's pid column is damaged"
+    );
+    let holder = conformance::holder("owner-b", "host-b", 1);
+    let error = db
+        .store
+        .lease_acquire(conformance::claim("s", holder, 10, 20))
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), "STORE_CORRUPT", "{error}");
 }
 
 // -------------------------------------------------------------------------------------

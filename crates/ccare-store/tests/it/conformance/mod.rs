@@ -13,6 +13,10 @@ use ccare_store::{
     SessionQuery, SessionRecord, Store, StoreError, StoredEvent, Ticket,
 };
 
+mod lease;
+
+pub(crate) use lease::*;
+
 // -------------------------------------------------------------------------------------
 // Helpers
 // -------------------------------------------------------------------------------------

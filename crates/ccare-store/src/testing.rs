@@ -1,0 +1,286 @@
+//! Test support (cargo feature `testing`, never a default; spec H-TEST-1): a store
+//! whose writes or reads fail on demand, for the tests of what a storage failure does
+//! to the layers above (a fenced session, a journal write that must not be swallowed).
+//!
+//! [`FailingStore`] wraps any [`Store`] and passes every call through, except those a
+//! current [`Fault`] matches: those fail with [`StoreError::Backend`] and never reach
+//! the inner store, so nothing of them is written. It can also hold back the
+//! acknowledgement of KV writes ([`FailingStore::hold_kv_writes`]): the write is
+//! applied, its ticket resolves only once released, as a write that is not durable yet.
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use ccare_core::SessionId;
+
+use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
+use tokio::sync::watch;
+
+use crate::error::StoreError;
+use crate::lease::{Lease, LeaseClaim};
+use crate::memory::MemoryStore;
+use crate::types::{
+    Incarnation, KvEntry, KvPage, NewSession, ReadRange, SessionQuery, SessionRecord, Store,
+    StoreFuture, StoredEvent, Ticket,
+};
+
+/// The operations a [`Fault`] can make fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// [`Store::append`].
+    Append,
+    /// [`Store::kv_cas`] (writes and deletes).
+    KvWrite,
+    /// [`Store::kv_get`] and [`Store::kv_scan`].
+    KvRead,
+}
+
+/// One injected failure: which operation fails, on what, with which message, how often.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault {
+    operation: Operation,
+    containing: Option<String>,
+    message: String,
+    once: bool,
+}
+
+impl Fault {
+    /// Every event append fails with `message` (e.g. `"disk unplugged"`).
+    pub fn appends(message: impl Into<String>) -> Self {
+        Self::new(Operation::Append, message)
+    }
+
+    /// Every KV write or delete fails with `message`.
+    pub fn kv_writes(message: impl Into<String>) -> Self {
+        Self::new(Operation::KvWrite, message)
+    }
+
+    /// Every KV read (`kv_get`, `kv_scan`) fails with `message`.
+    pub fn kv_reads(message: impl Into<String>) -> Self {
+        Self::new(Operation::KvRead, message)
+    }
+
+    fn new(operation: Operation, message: impl Into<String>) -> Self {
+        Self {
+            operation,
+            containing: None,
+            message: message.into(),
+            once: false,
+        }
+    }
+
+    /// Only calls that contain `needle` fail: for an append, a batch one of whose
+    /// events' JSON text contains it (e.g. `"\"compaction/end\""`); for KV, a domain
+    /// whose name contains it (e.g. one plugin's domain).
+    #[must_use]
+    pub fn containing(mut self, needle: impl Into<String>) -> Self {
+        self.containing = Some(needle.into());
+        self
+    }
+
+    /// The fault fails the first matching call only, then is gone.
+    #[must_use]
+    pub fn once(mut self) -> Self {
+        self.once = true;
+        self
+    }
+
+    /// The error a matched call fails with; `method` names the store method.
+    fn error(&self, method: &'static str) -> StoreError {
+        StoreError::Backend {
+            operation: method,
+            message: self.message.clone(),
+        }
+    }
+
+    fn matches(&self, operation: Operation, text: &[&str]) -> bool {
+        self.operation == operation
+            && self
+                .containing
+                .as_deref()
+                .is_none_or(|needle| text.iter().any(|text| text.contains(needle)))
+    }
+}
+
+/// A [`Store`] that fails the calls its current [`Fault`]s match and passes every other
+/// call to `inner` (by default a [`MemoryStore`]). Faults are added with
+/// [`FailingStore::fail`] and removed with [`FailingStore::heal`] ("the disk is back").
+pub struct FailingStore<S = MemoryStore> {
+    inner: S,
+    faults: Mutex<Vec<Fault>>,
+    /// `true` while KV write acknowledgements are held back.
+    held: watch::Sender<bool>,
+    /// Notified at every `kv_cas` call, before it is applied or refused.
+    kv_writes: Notify,
+}
+
+impl Default for FailingStore<MemoryStore> {
+    fn default() -> Self {
+        Self::new(MemoryStore::new())
+    }
+}
+
+impl<S: Store> FailingStore<S> {
+    /// `inner`, with no fault yet.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            faults: Mutex::new(Vec::new()),
+            held: watch::Sender::new(false),
+            kv_writes: Notify::new(),
+        }
+    }
+
+    /// The wrapped store (reads through it bypass the faults).
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    /// From now on, the calls `fault` matches fail (beside any earlier fault).
+    pub fn fail(&self, fault: Fault) {
+        self.faults().push(fault);
+    }
+
+    /// Removes every fault: all calls go through again.
+    pub fn heal(&self) {
+        self.faults().clear();
+    }
+
+    /// From now on, KV writes are applied at once but their tickets resolve only after
+    /// [`FailingStore::release_kv_writes`]: what the layers above see while a write is
+    /// not durable yet.
+    pub fn hold_kv_writes(&self) {
+        self.held.send_replace(true);
+    }
+
+    /// Lets every held KV write ticket (and every later one) resolve.
+    pub fn release_kv_writes(&self) {
+        self.held.send_replace(false);
+    }
+
+    /// Resolves at the next `kv_cas` call (or at once if one came since the last wait):
+    /// a test waits here until the code under test has issued its write.
+    pub fn kv_write_called(&self) -> Notified<'_> {
+        self.kv_writes.notified()
+    }
+
+    fn faults(&self) -> MutexGuard<'_, Vec<Fault>> {
+        self.faults.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The error of the first fault matching a call of `method` (one of `operation`'s),
+    /// consuming a `once` fault.
+    fn injected(
+        &self,
+        operation: Operation,
+        method: &'static str,
+        text: &[&str],
+    ) -> Option<StoreError> {
+        let mut faults = self.faults();
+        let index = faults
+            .iter()
+            .position(|fault| fault.matches(operation, text))?;
+        let error = faults[index].error(method);
+        if faults[index].once {
+            faults.remove(index);
+        }
+        Some(error)
+    }
+}
+
+fn failed<T: Send + 'static>(error: StoreError) -> Ticket<T> {
+    Box::pin(std::future::ready(Err(error)))
+}
+
+impl<S: Store> Store for FailingStore<S> {
+    fn create_session(&self, session: NewSession, events: Vec<StoredEvent>) -> Ticket<Incarnation> {
+        self.inner.create_session(session, events)
+    }
+
+    fn append(
+        &self,
+        session: &SessionId,
+        expected_seq: u64,
+        events: Vec<StoredEvent>,
+    ) -> Ticket<u64> {
+        let texts: Vec<&str> = events.iter().map(|event| &*event.json).collect();
+        if let Some(error) = self.injected(Operation::Append, "append", &texts) {
+            return failed(error);
+        }
+        self.inner.append(session, expected_seq, events)
+    }
+
+    fn kv_cas(
+        &self,
+        domain: &str,
+        key: &str,
+        expected_version: Option<u64>,
+        value: Option<Vec<u8>>,
+    ) -> Ticket<Option<u64>> {
+        self.kv_writes.notify_one();
+        if let Some(error) = self.injected(Operation::KvWrite, "kv_cas", &[domain]) {
+            return failed(error);
+        }
+        let ticket = self.inner.kv_cas(domain, key, expected_version, value);
+        if !*self.held.borrow() {
+            return ticket;
+        }
+        let mut held = self.held.subscribe();
+        Box::pin(async move {
+            // A closed channel (the store is gone) releases the ticket too.
+            let _ = held.wait_for(|held| !*held).await;
+            ticket.await
+        })
+    }
+
+    fn flush(&self) -> Ticket<()> {
+        self.inner.flush()
+    }
+
+    fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<SessionRecord>> {
+        self.inner.session(id)
+    }
+
+    fn list_sessions(&self, query: SessionQuery) -> StoreFuture<'_, Vec<SessionRecord>> {
+        self.inner.list_sessions(query)
+    }
+
+    fn read(&self, id: &SessionId, range: ReadRange) -> StoreFuture<'_, Vec<StoredEvent>> {
+        self.inner.read(id, range)
+    }
+
+    fn kv_get(&self, domain: &str, key: &str) -> StoreFuture<'_, Option<KvEntry>> {
+        if let Some(error) = self.injected(Operation::KvRead, "kv_get", &[domain]) {
+            return failed(error);
+        }
+        self.inner.kv_get(domain, key)
+    }
+
+    fn kv_scan(
+        &self,
+        domain: &str,
+        prefix: &str,
+        page: KvPage,
+    ) -> StoreFuture<'_, Vec<(String, KvEntry)>> {
+        if let Some(error) = self.injected(Operation::KvRead, "kv_scan", &[domain]) {
+            return failed(error);
+        }
+        self.inner.kv_scan(domain, prefix, page)
+    }
+
+    fn lease_acquire(&self, claim: LeaseClaim) -> Ticket<Lease> {
+        self.inner.lease_acquire(claim)
+    }
+
+    fn lease_renew(&self, session: &SessionId, owner: &str, expires_ms: i64) -> Ticket<Lease> {
+        self.inner.lease_renew(session, owner, expires_ms)
+    }
+
+    fn lease_release(&self, session: &SessionId, owner: &str) -> Ticket<bool> {
+        self.inner.lease_release(session, owner)
+    }
+
+    fn lease(&self, session: &SessionId) -> StoreFuture<'_, Option<Lease>> {
+        self.inner.lease(session)
+    }
+}
