@@ -1,17 +1,27 @@
-//! Adapter throughput (issue 3 targets): SSE parse + chunk translation + assembly of a
-//! realistic chat-completions stream, at least 100 MB/s, and at most 2 µs of adapter
-//! work per streamed chunk. Run: `cargo bench -p ccare-llm --bench adapter`.
+//! Adapter throughput (issue 3 and issue 14 targets): SSE parse + chunk translation +
+//! assembly of a realistic chat-completions stream, at least 100 MB/s, and at most 2 µs
+//! of adapter work per streamed chunk. Run: `cargo bench -p ccare-llm --bench adapter`.
 //!
 //! The stream is DeepSeek-shaped: reasoning deltas, then text deltas, then two tool
 //! calls with argument fragments, a finish chunk with usage, and `[DONE]`, ~10 MB in
-//! all, fed in 4 KiB pieces as a socket delivers it. Network and task hand-off are not
-//! included: they are the same for every adapter and measured by the end-to-end tests.
+//! all, fed in 4 KiB pieces as a socket delivers it.
+//!
+//! - `stream_bytes` / `per_chunk`: decode and assembly only, in one thread (no network,
+//!   no task hand-off).
+//! - `call_per_chunk`: the whole streaming path of a call minus the network: a provider
+//!   task decodes the body and sends its chunks, [`ccare_llm::PreparedCall::stream`]
+//!   forwards them (retry policy, route stamping), the consumer assembles them, on a
+//!   current-thread runtime. Divan's time per item is the cost per streamed chunk,
+//!   task hand-offs included.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
-use ccare_llm::Assembler;
 use ccare_llm::openai::decode_stream;
+use ccare_llm::{
+    Assembler, CallConfig, CancellationToken, ChunkStream, GenerateRequest, Llm, LlmConfig,
+    Provider, ProviderConfig, ProviderKind,
+};
 use divan::Bencher;
 use divan::counter::{BytesCount, ItemsCount};
 
@@ -110,4 +120,70 @@ fn per_chunk(bencher: Bencher) {
     bencher
         .counter(ItemsCount::new(fixture.events))
         .bench(|| decode_and_assemble(divan::black_box(&fixture.bytes)));
+}
+
+/// A provider that answers every call with the fixture, decoded in its own task and
+/// sent over a channel, as the OpenAI adapter does with a response body.
+struct Replay;
+
+impl Provider for Replay {
+    fn stream(&self, _request: GenerateRequest, _cancel: CancellationToken) -> ChunkStream {
+        let (sender, receiver) = tokio::sync::mpsc::channel(256);
+        tokio::spawn(async move {
+            let chunks = decode_stream(fixture().bytes.chunks(PIECE), "bench").unwrap();
+            for chunk in chunks {
+                if sender.send(chunk).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Box::pin(futures_util::stream::unfold(
+            receiver,
+            |mut receiver| async { receiver.recv().await.map(|chunk| (chunk, receiver)) },
+        ))
+    }
+}
+
+fn replay_llm() -> Llm {
+    let mut llm = Llm::from_config(LlmConfig::default(), &|_| None).unwrap();
+    llm.insert_provider(
+        "bench",
+        ProviderConfig::new(ProviderKind::Openai),
+        Arc::new(Replay),
+    );
+    llm
+}
+
+async fn call_and_assemble(llm: &Llm) -> usize {
+    use futures_util::StreamExt;
+    let call = llm
+        .prepare_call(CallConfig {
+            model: "bench/replay".into(),
+            ..CallConfig::default()
+        })
+        .unwrap();
+    let mut stream = call.stream(CancellationToken::new());
+    let mut assembler = Assembler::new();
+    let mut count = 0;
+    while let Some(chunk) = stream.next().await {
+        assembler.push(&chunk).unwrap();
+        count += 1;
+    }
+    assert_eq!(assembler.finish().finish, ccare_llm::Finish::ToolCalls);
+    count
+}
+
+/// The whole call path per streamed SSE event: provider task, prepared-call stream and
+/// assembly, on one thread.
+#[divan::bench]
+fn call_per_chunk(bencher: Bencher) {
+    let fixture = fixture();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let llm = replay_llm();
+    bencher
+        .counter(ItemsCount::new(fixture.events))
+        .bench(|| runtime.block_on(call_and_assemble(divan::black_box(&llm))));
 }

@@ -184,8 +184,9 @@ impl Assembler {
                         open.kind
                     )));
                 }
-                self.open.remove(index);
-                self.closed.insert(*index, block.clone());
+                if let Some(open) = self.open.remove(index) {
+                    self.closed.insert(*index, closed_block(open, block));
+                }
             }
             Chunk::MessageExtra { fields } => {
                 for (key, value) in fields {
@@ -299,6 +300,32 @@ impl Assembler {
     }
 }
 
+/// The block a block-end closes `open` with. The block-end's block is what is kept;
+/// its text is taken from the assembler's own copy when the two agree (they do for every
+/// well-behaved adapter), so the closed block costs no second copy of a long answer.
+fn closed_block(open: OpenBlock, end: &ContentBlock) -> ContentBlock {
+    match end {
+        ContentBlock::Text(text) if text.text == open.text => ContentBlock::Text(TextBlock {
+            text: open.text,
+            extra: text.extra.clone(),
+        }),
+        ContentBlock::Reasoning(reasoning) if reasoning.text == open.text => {
+            ContentBlock::Reasoning(ReasoningBlock {
+                text: open.text,
+                signature: reasoning.signature.clone(),
+                opaque: reasoning.opaque,
+                extra: reasoning.extra.clone(),
+            })
+        }
+        ContentBlock::Text(_)
+        | ContentBlock::Reasoning(_)
+        | ContentBlock::ToolCall(_)
+        | ContentBlock::ToolResult(_)
+        | ContentBlock::Image(_)
+        | ContentBlock::Unknown(_) => end.clone(),
+    }
+}
+
 /// Builds a tool-call block from streamed argument text. Arguments that parse as
 /// lossless JSON are kept parsed; empty arguments mean `{}`; anything else is kept
 /// verbatim in `raw_arguments` with `arguments: null`, so the host can answer the
@@ -397,6 +424,51 @@ mod tests {
         assert!(assembler.push(&Chunk::Finish(Finish::Stop)).is_err());
         assert!(assembler.push(&Chunk::Finish(Finish::Aborted)).is_ok());
         assert!(assembler.push(&Chunk::Finish(Finish::Stop)).is_err());
+    }
+
+    #[test]
+    fn h_llm_3_the_block_end_decides_the_closed_block() {
+        let signed = ContentBlock::Reasoning(ReasoningBlock {
+            text: "Hello".into(),
+            signature: Some("sig".into()),
+            opaque: false,
+            extra: ccare_core::Extra::new(),
+        });
+        let cases = [
+            (BlockKind::Text, ContentBlock::text("Hello")),
+            (BlockKind::Text, ContentBlock::text("Hello, rewritten")),
+            (BlockKind::Reasoning, signed),
+        ];
+        for (kind, end) in cases {
+            let mut assembler = Assembler::new();
+            let mut chunks = text_stream();
+            chunks[0] = Chunk::BlockStart {
+                index: 0,
+                kind,
+                id: None,
+                name: None,
+            };
+            if kind == BlockKind::Reasoning {
+                for chunk in &mut chunks[1..] {
+                    if let Chunk::TextDelta { index, text } = chunk.clone() {
+                        *chunk = Chunk::ReasoningDelta {
+                            index,
+                            text,
+                            signature: None,
+                        };
+                    }
+                }
+            }
+            chunks.push(Chunk::BlockEnd {
+                index: 0,
+                block: end.clone(),
+            });
+            chunks.push(Chunk::Finish(Finish::Stop));
+            for chunk in &chunks {
+                assert!(assembler.push(chunk).is_ok(), "{chunk:?}");
+            }
+            assert_eq!(assembler.finish().blocks, vec![end]);
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@
 #![deny(missing_docs)]
 
 mod assemble;
+mod attempts;
 mod chunk;
 mod config;
 mod llm;

@@ -4,18 +4,17 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use ccare_core::{FailureCode, LlmFailure};
-use futures_util::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::chunk::{Chunk, ChunkStream, Finish, RetryNotice};
+use crate::attempts::Attempts;
+use crate::chunk::ChunkStream;
 use crate::config::{ConfigError, LlmConfig};
 use crate::openai::OpenAiAdapter;
-use crate::provider::{Provider, TaskStream};
+use crate::provider::Provider;
 use crate::purpose::Purpose;
-use crate::request::{CallConfig, GenerateRequest};
+use crate::request::CallConfig;
 use crate::retry::RetryPolicy;
 use crate::route::{
     DEFAULT_IMAGE_TOKENS, ModelConfig, ProviderConfig, ProviderKind, Route, builtin_model,
@@ -274,80 +273,6 @@ impl PreparedCall {
     /// content has streamed a failure ends the stream as it is. Cancelling ends the
     /// stream with `finish{aborted}`, also while waiting to retry.
     pub fn stream(self, cancel: CancellationToken) -> ChunkStream {
-        let config = Arc::new(self.config);
-        TaskStream::spawn(move |out| async move {
-            let policy = self.route.retry;
-            let mut attempt = 1u32;
-            loop {
-                let request = GenerateRequest {
-                    call_id: self.call_id.clone(),
-                    attempt,
-                    route: self.route.clone(),
-                    config: Arc::clone(&config),
-                };
-                let mut stream = self.adapter.stream(request, cancel.clone());
-                let mut streamed_content = false;
-                let mut retry = None;
-                while let Some(chunk) = stream.next().await {
-                    if let Chunk::Finish(Finish::Error { failure }) = &chunk {
-                        let failure = with_route(failure.clone(), &self.route);
-                        if !streamed_content
-                            && let Some(delay) =
-                                policy.delay_for(attempt, &failure, fastrand::f64())
-                        {
-                            retry = Some((failure, delay));
-                            break;
-                        }
-                        let _ = out.send(Chunk::Finish(Finish::Error { failure })).await;
-                        return;
-                    }
-                    streamed_content |= chunk.is_content();
-                    let last = matches!(chunk, Chunk::Finish(_));
-                    if !out.send(chunk).await || last {
-                        return;
-                    }
-                }
-                let Some((failure, delay_ms)) = retry else {
-                    let failure = LlmFailure::new(
-                        FailureCode::StreamProtocol,
-                        "the provider's stream ended without a finish",
-                    );
-                    let _ = out
-                        .send(Chunk::Finish(Finish::Error {
-                            failure: with_route(failure, &self.route),
-                        }))
-                        .await;
-                    return;
-                };
-                drop(stream);
-                let notice = RetryNotice {
-                    attempt,
-                    delay_ms,
-                    failure,
-                };
-                if !out.send(Chunk::Retry(notice)).await {
-                    return;
-                }
-                tokio::select! {
-                    biased;
-                    () = cancel.cancelled() => {
-                        let _ = out.send(Chunk::Finish(Finish::Aborted)).await;
-                        return;
-                    }
-                    () = tokio::time::sleep(Duration::from_millis(delay_ms)) => {}
-                }
-                attempt += 1;
-            }
-        })
+        Attempts::stream(self.call_id, self.route, self.config, self.adapter, cancel)
     }
-}
-
-fn with_route(mut failure: LlmFailure, route: &Route) -> LlmFailure {
-    if failure.provider.is_empty() {
-        failure.provider.clone_from(&route.provider);
-    }
-    if failure.model.is_empty() {
-        failure.model.clone_from(&route.model);
-    }
-    failure
 }
