@@ -71,6 +71,9 @@ pub struct LiveChunk {
     pub call_id: String,
     /// The chunk.
     pub chunk: Chunk,
+    /// The seq of the last event committed before the chunk streamed: the chunk
+    /// belongs between that event and the next (ACT-4).
+    pub after_seq: u64,
 }
 
 pub(crate) struct ActiveTurn {
@@ -115,7 +118,10 @@ pub(crate) struct Inner {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) options: Mutex<AgentOptions>,
     pub(crate) state: Mutex<State>,
-    idle: watch::Sender<u64>,
+    pub(crate) idle: watch::Sender<u64>,
+    /// Transient items of the ordered stream (`Idle`, `AwaitingTools`), each tagged
+    /// with the seq it follows (ACT-4).
+    pub(crate) signals: broadcast::Sender<crate::stream::Signal>,
     pub(crate) live: broadcast::Sender<LiveChunk>,
 }
 
@@ -144,6 +150,7 @@ impl Agent {
     ) -> Self {
         let (idle, _) = watch::channel(0);
         let (live, _) = broadcast::channel(1024);
+        let (signals, _) = broadcast::channel(64);
         Self {
             inner: Arc::new(Inner {
                 host,
@@ -161,6 +168,7 @@ impl Agent {
                     origins: HashMap::new(),
                 }),
                 idle,
+                signals,
                 live,
             }),
         }
@@ -416,6 +424,7 @@ impl Agent {
                 }
                 state.running = false;
                 drop(state);
+                self.signal(crate::stream::SignalKind::Idle);
                 self.bump_idle();
                 return;
             };

@@ -6,6 +6,9 @@
 //! - [`Agent`] runs one session: an inbox ([`Agent::followup`], [`Agent::steer`],
 //!   [`Agent::inject`]), a driver that runs turns until idle, cancellation with a
 //!   cause, and a live broadcast of streamed chunks.
+//! - [`Agent::subscribe_from`] (`stream.rs`) is the one ordered stream out (ACT-4):
+//!   durable events replayed then live, chunks tagged with the seq they follow, `Idle`,
+//!   and `Lagged { resume_from }` for a subscriber that fell behind.
 //! - `turn.rs` is the step machine (read it first); `dispatch.rs` runs tool calls;
 //!   `request.rs` builds requests from the log and logs their headers.
 //! - [`SideRequests`] lets a plugin make its own model calls (summaries) through the
@@ -31,6 +34,7 @@ mod mount_error;
 mod request;
 mod sections;
 mod side;
+mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tool;
@@ -53,6 +57,7 @@ pub use instructions::{InstalledInstructions, InstructionsConfig, InstructionsEr
 pub use mount_error::{MountError, ScopeError};
 pub use sections::SystemSections;
 pub use side::{SideCall, SideDelivery, SideRequestError, SideRequests};
+pub use stream::{EventStream, STREAM_CAPACITY, StreamItem};
 pub use tool::{
     BoxFuture, Concurrency, Injector, Tool, ToolContext, ToolDef, ToolFailure, ToolOutcome,
 };

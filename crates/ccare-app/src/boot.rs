@@ -5,10 +5,9 @@
 use std::sync::Arc;
 
 use ccare_agent::tools::{FileLimits, Workspace, builtin_tools};
-use ccare_agent::{Agent, AgentOptions, Host, InstalledInstructions};
-use ccare_core::{SessionId, SystemClock};
+use ccare_agent::{AgentOptions, Host, InstalledInstructions};
 use ccare_llm::{Llm, Purpose};
-use ccare_session::{Registry, Session};
+use ccare_session::Registry;
 
 use crate::config::{DEFAULT_PROFILE, Profile, Settings};
 use crate::error::AppError;
@@ -17,9 +16,9 @@ use crate::mount::mount_plugins;
 /// A ready host for one profile.
 ///
 /// One `Booted` per profile: a host's hooks, tools and plugins are the profile's, and
-/// its registry holds the profile's plugin event types and validators. The coming
-/// `Agents` registry (the "Session actors" issue) is meant to own these, one per
-/// profile, over the one store of [`crate::store::open_store`].
+/// its registry holds the profile's plugin event types and validators. Agents on it
+/// are started only through the [`crate::Agents`] registry ([`crate::Agents::of`]),
+/// so a process never runs two on one session.
 pub struct Booted {
     /// The host every agent of the profile shares.
     pub host: Arc<Host>,
@@ -41,6 +40,9 @@ pub struct Booted {
     /// `[host] lease_ms`: how long the lease of a session this host drives lasts
     /// unless renewed ([`Booted::drive`], ACT-1).
     pub lease_ms: u64,
+    /// `[host] actor_idle_ms`: how long an unused session actor of
+    /// [`crate::Agents`] keeps running before it stops (ACT-1).
+    pub actor_idle_ms: u64,
 }
 
 impl std::fmt::Debug for Booted {
@@ -145,6 +147,7 @@ pub fn boot(
         care,
         instructions,
         lease_ms: settings.host.lease_ms,
+        actor_idle_ms: settings.host.actor_idle_ms,
     })
 }
 
@@ -163,28 +166,4 @@ fn check_validator_names(settings: &Settings, host: &Host, origin: &str) -> Resu
         .validators
         .check_names(&known)
         .map_err(|error| AppError::config(origin, error.to_string()))
-}
-
-impl Booted {
-    /// Opens `id` (with crash repair) or creates a new session.
-    pub async fn session(&self, id: Option<&str>) -> Result<Session, AppError> {
-        let sessions = self.host.sessions();
-        match id {
-            Some(id) => {
-                let id = SessionId::new(id.to_owned()).map_err(AppError::SessionId)?;
-                Ok(sessions.open(&id).await?)
-            }
-            None => Ok(sessions.create(None, Default::default()).await?),
-        }
-    }
-
-    /// An agent on `session`, with the profile's options.
-    pub fn agent(&self, session: Session) -> Agent {
-        Agent::new(
-            Arc::clone(&self.host),
-            session,
-            Arc::new(SystemClock),
-            self.options.clone(),
-        )
-    }
 }

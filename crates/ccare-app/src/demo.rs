@@ -6,12 +6,13 @@
 use std::sync::Arc;
 
 use ccare_agent::tools::{FileLimits, Workspace, builtin_tools};
-use ccare_agent::{Agent, AgentOptions, Host};
-use ccare_core::{Locale, SystemClock};
+use ccare_agent::{AgentOptions, Host};
+use ccare_core::Locale;
 use ccare_llm::script::ScriptProvider;
 use ccare_llm::{Llm, LlmConfig, ProviderConfig, ProviderKind};
-use ccare_session::{Registry, Session};
+use ccare_session::Registry;
 
+use crate::agents::Agents;
 use crate::config::Settings;
 use crate::error::AppError;
 use crate::home::Home;
@@ -111,12 +112,13 @@ pub fn host(
     Ok((host, care))
 }
 
-/// An agent of the demo's host on `session`.
-pub fn agent(host: &Arc<Host>, session: Session) -> Agent {
-    Agent::new(
+/// The registry the demo drives its session through (ACT-1): the demo's host, its
+/// scripted model, and `settings`' `[host] lease_ms` and `actor_idle_ms`.
+pub fn agents(host: &Arc<Host>, settings: &Settings) -> Agents {
+    Agents::new(
         Arc::clone(host),
-        session,
-        Arc::new(SystemClock),
         AgentOptions::new(DEMO_MODEL),
+        settings.host.lease_ms,
+        settings.host.actor_idle_ms,
     )
 }

@@ -1,4 +1,5 @@
-//! [`Booted::drive`]: the session a front end drives, with its lease held (ACT-1).
+//! [`Booted::drive`]: a session with its lease held (ACT-1) and no agent on it, for a
+//! front end that only reads it; agents are started through [`crate::Agents`].
 
 use std::sync::Arc;
 

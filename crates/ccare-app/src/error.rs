@@ -84,6 +84,10 @@ pub enum AppError {
     /// The store failed to grant, renew or release a lease.
     #[error("session lease: {0}")]
     Lease(#[source] ccare_store::StoreError),
+    /// The queued messages an earlier process left in the session's inbox could not
+    /// be read when its actor started.
+    #[error("cannot restore the session's queued messages: {0}")]
+    Inbox(#[source] ccare_store::StoreError),
 }
 
 impl AppError {
@@ -112,6 +116,7 @@ impl AppError {
             | AppError::OpenStore { .. }
             | AppError::Tool(_)
             | AppError::Lease(_)
+            | AppError::Inbox(_)
             | AppError::Internal(_) => false,
         }
     }

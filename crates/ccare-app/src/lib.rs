@@ -14,19 +14,24 @@
 //!   the validator policy and durability, the built-in tools the profile chooses, its
 //!   plugins (context care and stream watch by default, ACT-6) and the agent's
 //!   instructions.
-//! - [`Booted::drive`] opens (or creates) the session a front end drives, holding its
-//!   lease ([`lease`], ACT-1): one driver per session across processes, a dead holder
-//!   on this machine taken over at once, `SESSION_BUSY` or a wait otherwise.
+//! - [`Booted::drive`] opens (or creates) a session with its lease held ([`lease`],
+//!   ACT-1) without starting an agent (the read-only `ccare context` commands): one
+//!   driver per session across processes, a dead holder on this machine taken over at
+//!   once, `SESSION_BUSY` or a wait otherwise.
+//! - [`Agents`] is the registry of running session actors (ACT-1): at most one agent
+//!   per session in this process, started from the store with the lease held by
+//!   [`Agents::get_or_start`] / [`Agents::create`], stopped when idle for `[host]
+//!   actor_idle_ms` or by [`Agents::stop`]. Every front end drives sessions through it.
 //! - [`AppError`] says why; [`AppError::is_bad_input`] separates the user's mistakes
 //!   (exit 2) from failures (exit 1).
 //!
-//! Shaped for the coming `Agents` registry ("Session actors"): host scope (the store,
-//! the LLM config, `[host] actor_idle_ms`) lives in [`config::Settings`] and is opened
-//! once, and each profile boots its own host; the registry will own one `Booted` per
-//! profile and start agents from it.
+//! Host scope (the store, the LLM config, `[host] actor_idle_ms`) lives in
+//! [`config::Settings`] and is opened once; each profile boots its own host, and
+//! [`Agents::of`] builds the registry of one booted profile.
 
 #![deny(missing_docs)]
 
+pub mod agents;
 pub mod boot;
 pub mod config;
 pub mod demo;
@@ -38,6 +43,7 @@ pub mod lease;
 mod mount;
 pub mod store;
 
+pub use agents::{AgentHandle, Agents};
 pub use boot::{Booted, boot};
 pub use config::{Overrides, Settings, load};
 pub use error::AppError;

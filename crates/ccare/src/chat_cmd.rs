@@ -1,5 +1,6 @@
 //! `ccare chat [--session ID] [--wait]`: the interactive agent in the terminal
-//! (DESIGN.md §5). The session's lease is held for the whole chat (ACT-1): another
+//! (DESIGN.md §5). The agent comes from the process's `Agents` registry, which holds
+//! the session's lease for the whole chat (ACT-1): another
 //! process driving the session fails it with `SESSION_BUSY` (exit 2), or with `--wait`
 //! is waited for.
 //!
@@ -15,28 +16,28 @@
 //! an interrupted assistant message. Ctrl-C twice within two seconds at the prompt
 //! exits with 130; EOF and `/quit` exit 0.
 //!
-//! Ordering: text streams from the agent's live chunks, tool results and turn ends
-//! come from the session's committed events — two channels. Before a chunk of a new
-//! step is printed, the events up to that step's `step/start` are printed first, and
-//! events are only taken when no chunk is waiting, so the screen follows the log.
+//! Ordering: everything comes from the agent's one ordered stream (ACT-4,
+//! `Agent::subscribe_from`): durable events (tool results, turn ends) with the chunks
+//! between them, so the screen follows the log. A turn is shown until the stream's
+//! `Idle`. If the chat falls behind, the stream says `Lagged` and the chat resubscribes
+//! from the last event it showed: no event is skipped or shown twice (chunks that were
+//! dropped are not replayed; the logged answer is complete in the session).
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ccare_agent::{Agent, CancelCause, LiveChunk};
-use ccare_core::kinds::{self, AssistantMessage, StepStart, ToolResult, TurnEnd, TurnEndReason};
+use ccare_agent::{Agent, CancelCause, EventStream, LiveChunk, StreamItem};
+use ccare_core::kinds::{self, AssistantMessage, ToolResult, TurnEnd, TurnEndReason};
 use ccare_core::{ContentBlock, Event, TokenUsage, ToolCallBlock};
 use ccare_llm::Chunk;
 use ccare_session::Session;
 use ccare_store::SessionQuery;
 use serde_json::Value;
-use tokio::sync::broadcast::error::{RecvError, TryRecvError};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::mpsc;
 
 use crate::Failure;
 use crate::output::rfc3339_utc;
-use ccare_app::Booted;
+use ccare_app::{Agents, Booted};
 
 /// The commands the banner and the help name.
 const HINT: &str = "Ctrl-C cancels a running answer; /status /sessions /quit";
@@ -50,13 +51,15 @@ const DEFAULT_WIDTH: usize = 100;
 /// Runs the command until EOF, `/quit` or a double Ctrl-C (exit 130).
 pub(crate) async fn run(
     booted: &Booted,
+    agents: &Agents,
     session_id: Option<&str>,
     wait: bool,
 ) -> Result<(), Failure> {
     let resumed = session_id.is_some();
-    let (session, lease) = crate::drive::drive(booted, session_id, wait).await?;
-    let agent = booted.agent(session.clone());
-    let restored = agent.restore_inbox().await.map_err(Failure::failed)?;
+    let handle = crate::drive::obtain(agents, session_id, wait).await?;
+    let session = handle.session().clone();
+    let agent = handle.agent().clone();
+    let restored = handle.restored();
     if restored > 0 {
         eprintln!("({restored} queued message(s) from an earlier run restored)");
     }
@@ -74,17 +77,17 @@ pub(crate) async fn run(
     let mut interrupts = spawn_interrupt_listener();
     let mut chat = Chat {
         booted,
-        live: agent.subscribe_live(),
-        events: session.subscribe(),
+        // Only what happens from now on: the log so far is not shown again.
+        stream: agent.subscribe_from(session.head().checked_sub(1)),
+        last_seq: session.head().checked_sub(1),
         agent,
         session: session.clone(),
         screen: Screen::new(),
-        seen_step: (0, 0),
         cancelling: false,
     };
     let outcome = chat.repl(&mut lines, &mut interrupts).await;
-    let _ = session.flush().await;
-    let released = lease.release().await;
+    // Flushes the log and releases the lease.
+    let released = agents.stop(handle).await;
     outcome?;
     released.map_err(Failure::failed)
 }
@@ -101,11 +104,12 @@ struct Chat<'a> {
     booted: &'a Booted,
     agent: Agent,
     session: Session,
-    live: broadcast::Receiver<LiveChunk>,
-    events: broadcast::Receiver<Arc<Event>>,
+    /// The agent's ordered stream (ACT-4): durable events, chunks between them, idle.
+    stream: EventStream,
+    /// The last event shown: where a lagged stream resumes, and what is never shown
+    /// twice.
+    last_seq: Option<u64>,
     screen: Screen,
-    /// The latest `(turn, step)` whose `step/start` has been taken from `events`.
-    seen_step: (u32, u32),
     /// Ctrl-C cancelled the running turn.
     cancelling: bool,
 }
@@ -185,22 +189,23 @@ impl Chat<'_> {
         tokio::pin!(idle);
         let mut canceller: Option<tokio::task::JoinHandle<()>> = None;
         let mut exit = None;
+        let mut idle_reached = false;
         loop {
+            if idle_reached && self.caught_up() {
+                // Idle and every event shown: a lagged stream may have missed `Idle`.
+                break;
+            }
             tokio::select! {
                 biased;
-                received = self.live.recv() => match received {
-                    Ok(live) => if let Err(error) = self.on_chunk(&live) {
+                item = self.stream.next() => match item {
+                    Some(StreamItem::Idle { .. }) if !agent.is_busy() => break,
+                    Some(item) => if let Err(error) = self.on_item(item) {
                         return Err(self.stop_on_write_error(error).await);
                     },
-                    Err(RecvError::Lagged(_) | RecvError::Closed) => {}
+                    // The agent is gone: nothing more comes.
+                    None => break,
                 },
-                received = self.events.recv() => match received {
-                    Ok(event) => if let Err(error) = self.on_event(&event) {
-                        return Err(self.stop_on_write_error(error).await);
-                    },
-                    Err(RecvError::Lagged(_) | RecvError::Closed) => {}
-                },
-                _ = &mut idle => break,
+                _ = &mut idle, if !idle_reached => idle_reached = true,
                 Some(()) = interrupts.recv() => {
                     if self.cancelling {
                         exit = Some(Exit::Interrupted("interrupted (Ctrl-C twice while cancelling)"));
@@ -229,36 +234,42 @@ impl Chat<'_> {
         Failure::failed(error)
     }
 
-    /// Shows what is still queued after the agent went idle: chunks first.
+    /// Shows what the stream already holds (after the agent went idle, or on exit).
     fn drain(&mut self) -> std::io::Result<()> {
-        loop {
-            match self.live.try_recv() {
-                Ok(live) => self.on_chunk(&live)?,
-                Err(TryRecvError::Lagged(_)) => {}
-                Err(TryRecvError::Empty | TryRecvError::Closed) => break,
-            }
-        }
-        loop {
-            match self.events.try_recv() {
-                Ok(event) => self.on_event(&event)?,
-                Err(TryRecvError::Lagged(_)) => {}
-                Err(TryRecvError::Empty | TryRecvError::Closed) => break,
-            }
+        while let Some(item) = self.stream.try_next() {
+            self.on_item(item)?;
         }
         Ok(())
     }
 
+    /// Whether every event of the log has been shown.
+    fn caught_up(&self) -> bool {
+        self.last_seq.map_or(0, |seq| seq + 1) >= self.session.head()
+    }
+
+    /// Shows one item of the ordered stream. A lagged stream is resubscribed from the
+    /// last event shown, so nothing is skipped and nothing is shown twice (ACT-4).
+    fn on_item(&mut self, item: StreamItem) -> std::io::Result<()> {
+        match item {
+            StreamItem::Event(event) => {
+                if self.last_seq.is_some_and(|seq| event.seq() <= seq) {
+                    return Ok(());
+                }
+                self.last_seq = Some(event.seq());
+                self.on_event(&event)
+            }
+            StreamItem::Delta { live, .. } => self.on_chunk(&live),
+            StreamItem::Lagged { resume_from } => {
+                let resume_from = resume_from.max(self.last_seq);
+                self.stream = self.agent.subscribe_from(resume_from);
+                Ok(())
+            }
+            StreamItem::Idle { .. } | StreamItem::AwaitingTools { .. } => Ok(()),
+        }
+    }
+
     fn on_chunk(&mut self, live: &LiveChunk) -> std::io::Result<()> {
         let step = (live.turn, live.step);
-        // Everything the previous step logged (its tool results) was committed before
-        // this step's `step/start`, which was committed before this chunk was sent.
-        while self.seen_step < step {
-            match self.events.try_recv() {
-                Ok(event) => self.on_event(&event)?,
-                Err(TryRecvError::Lagged(_)) => {}
-                Err(TryRecvError::Empty | TryRecvError::Closed) => self.seen_step = step,
-            }
-        }
         match &live.chunk {
             Chunk::TextDelta { text, .. } => self.screen.text(step, text),
             Chunk::ReasoningDelta { text, .. } => self.screen.reasoning(text),
@@ -278,11 +289,6 @@ impl Chat<'_> {
 
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
         match event.kind() {
-            kinds::STEP_START => {
-                if let Ok(start) = event.decode::<StepStart>() {
-                    self.seen_step = self.seen_step.max((start.turn, start.step));
-                }
-            }
             kinds::TOOL_RESULT => {
                 if let Ok(result) = event.decode::<ToolResult>() {
                     self.screen.note(&result_line(&result), true)?;

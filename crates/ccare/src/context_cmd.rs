@@ -1,5 +1,10 @@
 //! `ccare context status|actions|diff`: a fresh context-care sample of a session, and
 //! its maintenance journal, for people.
+//!
+//! They hold the session's lease while they read it (ACT-1; released before they
+//! print): opening a session runs crash repair, which must never append to a turn
+//! another process is driving, so a session driven elsewhere is refused with
+//! `SESSION_BUSY` (exit 2) and nothing is written to it.
 
 use std::io::Write as _;
 
@@ -40,8 +45,11 @@ async fn action_records(
 
 /// Prints the session's maintenance actions, one line each (or JSON lines).
 pub(crate) async fn actions(booted: &Booted, session: &str, json: bool) -> Result<(), Failure> {
-    let session = booted.session(Some(session)).await?;
-    let records = action_records(booted, &session).await?;
+    let (session, lease) = crate::drive::read(booted, session).await?;
+    let records = action_records(booted, &session).await;
+    let released = lease.release().await;
+    let records = records?;
+    released.map_err(Failure::failed)?;
     let mut stdout = std::io::stdout().lock();
     if records.is_empty() && !json {
         writeln!(stdout, "no maintenance actions").map_err(Failure::failed)?;
@@ -64,8 +72,11 @@ pub(crate) async fn actions(booted: &Booted, session: &str, json: bool) -> Resul
 /// Prints what action `op` replaced: the shadowed events, the checkpoint, and the
 /// input before and after (exit 2 when no such action exists).
 pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(), Failure> {
-    let session = booted.session(Some(session)).await?;
-    let records = action_records(booted, &session).await?;
+    let (session, lease) = crate::drive::read(booted, session).await?;
+    let records = action_records(booted, &session).await;
+    let released = lease.release().await;
+    let records = records?;
+    released.map_err(Failure::failed)?;
     let Some(record) = records.iter().find(|record| record.operation_id() == op) else {
         return Err(Failure::bad_input(anyhow::anyhow!(
             "no maintenance action {op:?} in session {}",
@@ -152,8 +163,11 @@ pub(crate) async fn status(booted: &Booted, session: &str, json: bool) -> Result
             booted.profile.id
         )));
     };
-    let session = booted.session(Some(session)).await?;
-    let report = match care.report(&session).await {
+    let (session, lease) = crate::drive::read(booted, session).await?;
+    let report = care.report(&session).await;
+    let released = lease.release().await;
+    released.map_err(Failure::failed)?;
+    let report = match report {
         Some(report) => report.map_err(Failure::failed)?,
         None => {
             return Err(Failure::failed(anyhow::anyhow!(

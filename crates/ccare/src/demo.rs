@@ -1,8 +1,8 @@
 //! `ccare demo`: an offline showcase of the agent loop on the scripted provider.
 //!
 //! Five turns in one session: the model writes a file with a tool, reads it back,
-//! then — after the agent is dropped and the session reopened from the store, as a
-//! new process would — searches the session log, starts a looping list that stream
+//! then — after its actor stops (through the `Agents` registry) and starts again from
+//! the store, as a new process would — searches the session log, starts a looping list that stream
 //! watch stops and resumes, and finally asks context care for a rest with its own
 //! handoff note, which summarizes the earlier turns into a checkpoint. Everything goes
 //! through the real host: SQLite store, agent loop, built-in tools confined to
@@ -12,8 +12,8 @@
 use std::io::Write as _;
 
 use ccare_agent::{Agent, LiveChunk};
-use ccare_app::demo::{PROMPTS, agent, host};
-use ccare_app::{Home, Settings};
+use ccare_app::demo::{PROMPTS, agents, host};
+use ccare_app::{Home, Settings, WhenBusy};
 use ccare_core::ContentBlock;
 use ccare_core::kinds::TurnEndReason;
 use ccare_llm::Chunk;
@@ -95,8 +95,9 @@ pub(crate) async fn run(settings: &Settings, home: &Home) -> Result<(), Failure>
     let (host, care) = host(settings, home)?;
     let mut meta = ccare_core::JsonObject::new();
     meta.insert("title".to_owned(), serde_json::json!("ccare demo"));
-    let session = host.sessions().create(None, meta).await?;
-    let id = session.id().clone();
+    let agents = agents(&host, settings);
+    let first = agents.create(meta).await?;
+    let id = first.session().id().clone();
     let mut out = std::io::stdout();
     writeln!(
         out,
@@ -104,22 +105,20 @@ pub(crate) async fn run(settings: &Settings, home: &Home) -> Result<(), Failure>
     )
     .map_err(Failure::failed)?;
 
-    let first = agent(&host, session.clone());
-    turn(&first, PROMPTS[0]).await?;
-    turn(&first, PROMPTS[1]).await?;
-    session.flush().await.map_err(Failure::failed)?;
-    drop(first);
-    host.sessions().close(&id).await?;
+    turn(first.agent(), PROMPTS[0]).await?;
+    turn(first.agent(), PROMPTS[1]).await?;
+    // The actor stops: its log flushed, the session closed, the lease released.
+    agents.stop(first).await?;
 
     writeln!(
         out,
         "\n(the agent stops; the session is reopened from the store and resumed)"
     )
     .map_err(Failure::failed)?;
-    let reopened = host.sessions().open(&id).await?;
-    let second = agent(&host, reopened.clone());
-    turn(&second, PROMPTS[2]).await?;
-    turn(&second, PROMPTS[3]).await?;
+    let second = agents.get_or_start(&id, WhenBusy::Fail).await?;
+    let reopened = second.session().clone();
+    turn(second.agent(), PROMPTS[2]).await?;
+    turn(second.agent(), PROMPTS[3]).await?;
     let stopped = reopened.with_log(|log| {
         log.events().iter().any(|event| {
             event.kind() == ccare_core::kinds::TURN_END
@@ -131,7 +130,7 @@ pub(crate) async fn run(settings: &Settings, home: &Home) -> Result<(), Failure>
             "\n(stream-watch stopped the repeating list mid-generation, kept what it had written, and resumed the work)"
         ).map_err(Failure::failed)?;
     }
-    turn(&second, PROMPTS[4]).await?;
+    turn(second.agent(), PROMPTS[4]).await?;
     reopened.flush().await.map_err(Failure::failed)?;
     if let Some(Ok(actions)) = care.actions(&reopened).await {
         for action in actions
@@ -176,5 +175,6 @@ pub(crate) async fn run(settings: &Settings, home: &Home) -> Result<(), Failure>
     writeln!(out,
         "             ccare context actions --session {id}    (then: ccare context diff --session {id} --op OPERATION)"
     ).map_err(Failure::failed)?;
+    agents.stop(second).await?;
     Ok(())
 }

@@ -122,7 +122,8 @@ fn main() -> ExitCode {
                 };
                 let settings = load_settings(config, &home, &overrides)?;
                 let booted = boot(&settings, args.profile.as_deref())?;
-                run_cmd::run(&booted, prompt, args.session.as_deref(), args.json, args.wait).await
+                let agents = ccare_app::Agents::of(&booted);
+                run_cmd::run(&agents, prompt, args.session.as_deref(), args.json, args.wait).await
             }
             Command::Chat(args) => {
                 let overrides = Overrides {
@@ -131,7 +132,8 @@ fn main() -> ExitCode {
                 };
                 let settings = load_settings(config, &home, &overrides)?;
                 let booted = boot(&settings, args.profile.as_deref())?;
-                chat_cmd::run(&booted, args.session.as_deref(), args.wait).await
+                let agents = ccare_app::Agents::of(&booted);
+                chat_cmd::run(&booted, &agents, args.session.as_deref(), args.wait).await
             }
             Command::TimeContext(cli::TimeContextCommand::Preview(args)) => {
                 let zone = ccare_time_context::Zone::named(&args.zone).map_err(|_| {

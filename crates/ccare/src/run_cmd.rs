@@ -1,9 +1,10 @@
 //! `ccare run --prompt TEXT [--session ID] [--json] [--wait]`: one prompt, run until
 //! the agent is idle (DESIGN.md §5).
 //!
-//! The session's lease is held from before the session is opened until the log is
-//! flushed (ACT-1): another process driving it fails this one with `SESSION_BUSY`
-//! (exit 2), or with `--wait` is waited for.
+//! The agent comes from the process's `Agents` registry (ACT-1), which holds the
+//! session's lease from before the session is opened; the command stops the actor
+//! (log flushed, lease released) before it exits: another process driving it fails
+//! this one with `SESSION_BUSY` (exit 2), or with `--wait` is waited for.
 //!
 //! The answer streams to stdout as it is generated; with `--json` the session's new
 //! events are printed as JSON lines instead. Without `--session` a new session is
@@ -22,24 +23,24 @@ use ccare_core::kinds::{TurnEndReason, TurnFailure};
 use ccare_llm::Chunk;
 
 use crate::Failure;
-use ccare_app::Booted;
+use ccare_app::Agents;
 
 /// Runs the command.
 pub(crate) async fn run(
-    booted: &Booted,
+    agents: &Agents,
     prompt: String,
     session: Option<&str>,
     json: bool,
     wait: bool,
 ) -> Result<(), Failure> {
     let new_session = session.is_none();
-    let (session, lease) = crate::drive::drive(booted, session, wait).await?;
+    let handle = crate::drive::obtain(agents, session, wait).await?;
+    let session = handle.session().clone();
     if new_session {
         eprintln!("session: {}", session.id());
     }
     let first_new = session.head();
-    let agent = booted.agent(session.clone());
-    agent.restore_inbox().await.map_err(Failure::failed)?;
+    let agent = handle.agent().clone();
     let mut live = agent.subscribe_live();
     let mut text = TextPrinter::default();
     agent.prompt(prompt);
@@ -72,8 +73,8 @@ pub(crate) async fn run(
             }
         }
     };
-    let _ = session.flush().await;
-    let released = lease.release().await;
+    // Flushes the log and releases the lease.
+    let released = agents.stop(handle).await;
     if let Some(error) = write_failed {
         return Err(Failure::failed(error));
     }

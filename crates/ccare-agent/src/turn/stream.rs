@@ -78,6 +78,7 @@ pub(super) async fn stream_call(
             step,
             call_id: call_id.clone(),
             chunk: chunk.clone(),
+            after_seq: agent.inner.session.head().saturating_sub(1),
         });
         if let Err(failure) = assembler.push(&chunk) {
             protocol = Some(failure.on_route(&route.provider, &route.model));

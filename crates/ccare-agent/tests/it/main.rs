@@ -7,5 +7,6 @@ mod agent_loop;
 mod crash;
 mod instructions;
 mod plugin_errors;
+mod stream;
 mod tools;
 mod typed_events;

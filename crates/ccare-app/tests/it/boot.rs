@@ -46,7 +46,12 @@ async fn act_6_with_no_plugin_table_care_and_stream_watch_are_mounted() {
     }
     // The store is the home's default database, created with its folder.
     assert!(dir.path().join("home/ccare.db").is_file());
-    let session = host.session(None).await.unwrap();
+    let session = host
+        .host
+        .sessions()
+        .create(None, Default::default())
+        .await
+        .unwrap();
     assert_eq!(session.head(), 0);
 }
 
@@ -159,7 +164,12 @@ async fn store_path_names_the_database() {
         None,
     )
     .unwrap();
-    let session = host.session(None).await.unwrap();
+    let session = host
+        .host
+        .sessions()
+        .create(None, Default::default())
+        .await
+        .unwrap();
     session.flush().await.unwrap();
     assert!(dir.path().join("data/elsewhere.db").is_file());
     assert!(!dir.path().join("home/ccare.db").exists());

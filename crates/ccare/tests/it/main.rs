@@ -7,6 +7,7 @@ mod boot;
 mod care;
 mod chat;
 mod cli;
+mod context_read;
 mod lease;
 mod run;
 mod time_context;

@@ -1,0 +1,368 @@
+//! [`Agents`]: the registry of running session actors (spec server.md ACT-1).
+//!
+//! A process drives a session through at most one [`Agent`]: every front end asks
+//! [`Agents::get_or_start`] (or [`Agents::create`] for a new session) and a session that
+//! is already running hands out the same agent again, so `Agent::new` never runs twice
+//! on one session in one process. Starting an actor first takes the session's lease
+//! ([`SessionLease`]): another process driving it fails the start with
+//! [`AppError::SessionBusy`] or is waited for, as the caller's [`WhenBusy`] says. Then
+//! the session is opened from the store (with crash repair, safe because nobody else
+//! drives it) and the inbox an earlier process left is restored.
+//!
+//! An actor stops, flushing and closing its session and releasing the lease, when
+//! - nobody holds one of its [`AgentHandle`]s, no turn runs and the log did not move
+//!   for `[host] actor_idle_ms` (the next command starts it again from the store), or
+//! - the last holder hands its handle back with [`Agents::stop`] (the CLI, so a
+//!   second process waiting with `--wait` proceeds as soon as the command ends).
+//!
+//! A start waiting for a busy session blocks only later starts of the same session:
+//! each session has its own slot, dropped again when its actor stops.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, Weak};
+use std::time::Duration;
+
+use ccare_agent::{Agent, AgentOptions, Host};
+use ccare_core::{JsonObject, SessionId, SystemClock};
+
+use crate::boot::Booted;
+use crate::error::AppError;
+use crate::lease::{SessionLease, WhenBusy};
+
+/// The running actors of one host, by session.
+#[derive(Clone)]
+pub struct Agents {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Agents {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Agents")
+            .field("idle", &self.shared.idle)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    host: Arc<Host>,
+    options: AgentOptions,
+    lease_ms: u64,
+    idle: Duration,
+    /// One slot per session ever started here; `None` while it is stopped.
+    slots: std::sync::Mutex<HashMap<SessionId, Arc<Slot>>>,
+    /// Numbers the actors, so an idle watcher never stops a later actor of its session.
+    started: AtomicU64,
+}
+
+type Slot = tokio::sync::Mutex<Option<Actor>>;
+
+/// One running actor: its agent, the lease it holds and its users.
+struct Actor {
+    agent: Agent,
+    lease: SessionLease,
+    /// One clone per [`AgentHandle`] out, plus this one.
+    users: Arc<()>,
+    number: u64,
+}
+
+/// A front end's use of a running actor. While any handle is held the actor does not
+/// stop for idleness; dropping it lets the idle timer run, [`Agents::stop`] ends the
+/// actor at once when it is the last.
+#[derive(Debug)]
+pub struct AgentHandle {
+    agent: Agent,
+    restored: usize,
+    user: Arc<()>,
+}
+
+impl AgentHandle {
+    /// The session's agent (the same one for every handle of a running actor).
+    pub fn agent(&self) -> &Agent {
+        &self.agent
+    }
+
+    /// The session the agent drives.
+    pub fn session(&self) -> &ccare_session::Session {
+        self.agent.session()
+    }
+
+    /// How many queued inbox entries an earlier process left were restored when this
+    /// actor started; 0 for a handle of an actor that was already running.
+    pub fn restored(&self) -> usize {
+        self.restored
+    }
+
+    /// Whether `other` is a handle of the same actor (one agent, one start).
+    pub fn same_actor(&self, other: &AgentHandle) -> bool {
+        Arc::ptr_eq(&self.user, &other.user)
+    }
+}
+
+impl Agents {
+    /// A registry over `host`, starting agents with `options`; each actor holds its
+    /// session's lease for `lease_ms` (renewed) and stops after `idle_ms` unused.
+    pub fn new(host: Arc<Host>, options: AgentOptions, lease_ms: u64, idle_ms: u64) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                host,
+                options,
+                lease_ms,
+                idle: Duration::from_millis(idle_ms.max(1)),
+                slots: std::sync::Mutex::new(HashMap::new()),
+                started: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// The registry of a booted profile: its host, its agent options, `[host]
+    /// lease_ms` and `[host] actor_idle_ms`.
+    pub fn of(booted: &Booted) -> Self {
+        Self::new(
+            Arc::clone(&booted.host),
+            booted.options.clone(),
+            booted.lease_ms,
+            booted.actor_idle_ms,
+        )
+    }
+
+    /// The host the agents run in.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.shared.host
+    }
+
+    /// The running actor of `id`, or a new one started from the store: the lease is
+    /// taken first (a live holder elsewhere fails or is waited for, as `when_busy`
+    /// says), then the session is opened and its inbox restored. An unknown session is
+    /// [`AppError::Session`].
+    pub async fn get_or_start(
+        &self,
+        id: &SessionId,
+        when_busy: WhenBusy<'_>,
+    ) -> Result<AgentHandle, AppError> {
+        let slot = self.slot(id);
+        let mut running = slot.lock().await;
+        if let Some(actor) = running.as_ref() {
+            return Ok(actor.handle(0));
+        }
+        match self.start_stored(id, when_busy).await {
+            Ok((actor, handle)) => {
+                *running = Some(actor);
+                Ok(handle)
+            }
+            Err(error) => {
+                self.shared.forget(id, &slot);
+                Err(error)
+            }
+        }
+    }
+
+    /// Takes `id`'s lease, then opens the session and starts its actor.
+    async fn start_stored(
+        &self,
+        id: &SessionId,
+        when_busy: WhenBusy<'_>,
+    ) -> Result<(Actor, AgentHandle), AppError> {
+        let store = Arc::clone(self.shared.host.sessions().store());
+        let lease = SessionLease::acquire(
+            store,
+            Arc::new(SystemClock),
+            id,
+            self.shared.lease_ms,
+            when_busy,
+        )
+        .await?;
+        // On an error the lease is dropped, which releases it.
+        let session = self.shared.host.sessions().open(id).await?;
+        self.start(session, lease).await
+    }
+
+    /// Creates a new session with `meta` and starts its actor (nobody knows the new
+    /// id before it is returned, so nobody else can hold its lease).
+    pub async fn create(&self, meta: JsonObject) -> Result<AgentHandle, AppError> {
+        let session = self.shared.host.sessions().create(None, meta).await?;
+        let store = Arc::clone(self.shared.host.sessions().store());
+        let lease = SessionLease::acquire(
+            store,
+            Arc::new(SystemClock),
+            session.id(),
+            self.shared.lease_ms,
+            WhenBusy::Fail,
+        )
+        .await?;
+        let slot = self.slot(session.id());
+        let mut running = slot.lock().await;
+        let (actor, handle) = self.start(session, lease).await?;
+        *running = Some(actor);
+        Ok(handle)
+    }
+
+    /// Hands `handle` back; when it was the actor's last, stops the actor now: the
+    /// session is flushed and closed and the lease released (awaited, so another
+    /// process may drive the session as soon as this returns). A flush, close or
+    /// release that fails is returned; the actor is stopped either way.
+    pub async fn stop(&self, handle: AgentHandle) -> Result<(), AppError> {
+        let id = handle.session().id().clone();
+        let slot = self.slot(&id);
+        let mut running = slot.lock().await;
+        let last = running
+            .as_ref()
+            .is_some_and(|actor| Arc::ptr_eq(&actor.users, &handle.user))
+            && Arc::strong_count(&handle.user) == 2;
+        drop(handle);
+        if !last {
+            return Ok(());
+        }
+        let Some(actor) = running.take() else {
+            return Ok(());
+        };
+        // Shut down before the slot goes, so a start of this session waits for the
+        // lease's release instead of finding this process's own lease.
+        let stopped = actor.shut_down(&self.shared.host).await;
+        self.shared.forget(&id, &slot);
+        stopped
+    }
+
+    /// Whether an actor of `id` runs in this process now.
+    pub async fn is_running(&self, id: &SessionId) -> bool {
+        let slot = self
+            .shared
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned();
+        match slot {
+            Some(slot) => slot.lock().await.is_some(),
+            None => false,
+        }
+    }
+
+    fn slot(&self, id: &SessionId) -> Arc<Slot> {
+        Arc::clone(
+            self.shared
+                .slots
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .entry(id.clone())
+                .or_default(),
+        )
+    }
+
+    /// Builds the actor on `session` (its lease held), restores the inbox and starts
+    /// its idle watcher.
+    async fn start(
+        &self,
+        session: ccare_session::Session,
+        lease: SessionLease,
+    ) -> Result<(Actor, AgentHandle), AppError> {
+        let id = session.id().clone();
+        let agent = Agent::new(
+            Arc::clone(&self.shared.host),
+            session,
+            Arc::new(SystemClock),
+            self.shared.options.clone(),
+        );
+        let restored = agent.restore_inbox().await.map_err(AppError::Inbox)?;
+        let number = self.shared.started.fetch_add(1, Ordering::Relaxed);
+        let actor = Actor {
+            agent,
+            lease,
+            users: Arc::new(()),
+            number,
+        };
+        let handle = actor.handle(restored);
+        tokio::spawn(watch_idle(Arc::downgrade(&self.shared), id, number));
+        tracing::debug!(session = %handle.session().id(), "session actor started");
+        Ok((actor, handle))
+    }
+}
+
+impl Shared {
+    /// Drops the (emptied) slot of `id` from the map unless someone else holds it (a
+    /// start waiting for it), so a long-running registry keeps no entry per session
+    /// it ever ran. `slot` is the caller's; the caller holds its lock.
+    fn forget(&self, id: &SessionId, slot: &Arc<Slot>) {
+        let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
+        // The map's reference and the caller's: nobody else can reach this slot now.
+        if Arc::strong_count(slot) == 2 && slots.get(id).is_some_and(|kept| Arc::ptr_eq(kept, slot))
+        {
+            slots.remove(id);
+        }
+    }
+}
+
+impl Actor {
+    fn handle(&self, restored: usize) -> AgentHandle {
+        AgentHandle {
+            agent: self.agent.clone(),
+            restored,
+            user: Arc::clone(&self.users),
+        }
+    }
+
+    /// Flushes and closes the session, then releases the lease (even when the flush
+    /// failed: nothing more will be written); the first failure is returned.
+    async fn shut_down(self, host: &Host) -> Result<(), AppError> {
+        let id = self.agent.session().id().clone();
+        let flushed = self.agent.session().flush().await;
+        let closed = host.sessions().close(&id).await;
+        drop(self.agent);
+        let released = self.lease.release().await;
+        tracing::debug!(session = %id, "session actor stopped");
+        flushed.map_err(|error| AppError::Session(error.into()))?;
+        closed?;
+        released
+    }
+}
+
+/// Stops actor `number` of `id` once it has been unused (no handle, no turn, no new
+/// event) for a whole idle period; ends with the registry or the actor.
+async fn watch_idle(shared: Weak<Shared>, id: SessionId, number: u64) {
+    loop {
+        // Only weak references while waiting, so the registry and the slot can go.
+        let (agent, idle, slot) = {
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            let Some(slot) = shared
+                .slots
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(&id)
+                .cloned()
+            else {
+                return;
+            };
+            let agent = match slot.lock().await.as_ref() {
+                Some(actor) if actor.number == number => actor.agent.clone(),
+                _ => return,
+            };
+            (agent, shared.idle, Arc::downgrade(&slot))
+        };
+        agent.when_idle().await;
+        let head = agent.session().head();
+        drop(agent);
+        tokio::time::sleep(idle).await;
+        let (Some(shared), Some(slot)) = (shared.upgrade(), slot.upgrade()) else {
+            return;
+        };
+        let mut running = slot.lock().await;
+        let stop = match running.as_ref() {
+            Some(actor) if actor.number == number => {
+                Arc::strong_count(&actor.users) == 1
+                    && !actor.agent.is_busy()
+                    && actor.agent.session().head() == head
+            }
+            _ => return,
+        };
+        if stop && let Some(actor) = running.take() {
+            if let Err(error) = actor.shut_down(&shared.host).await {
+                tracing::warn!(session = %id, %error, "stopping an idle actor failed");
+            }
+            shared.forget(&id, &slot);
+            return;
+        }
+    }
+}
