@@ -1,8 +1,10 @@
 //! The agent: one session, its inbox, and the driver that runs turns until idle
 //! (spec H-LOOP-1 .. H-LOOP-4, H-CANCEL-1, H-CANCEL-3, H-CANCEL-4).
 //!
-//! Callers queue work ([`Agent::followup`], [`Agent::steer`], [`Agent::inject`]); a
-//! driver task wakes, runs turns while waking entries are queued, then goes idle.
+//! Callers give commands through [`Agent::send`] (the closed protocol, ACT-2: checked,
+//! durable in the inbox domain, then acknowledged) or queue work without waiting for
+//! durability ([`Agent::followup`], [`Agent::steer`], [`Agent::inject`]); a driver
+//! task wakes, runs turns while waking entries are queued, then goes idle.
 //! [`Agent::when_idle`] resolves when no turn runs and nothing waking is queued — from
 //! the moment `followup` returns, the entry counts as queued.
 
@@ -10,14 +12,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use ccare_core::kinds::TurnEndReason;
-use ccare_core::{Clock, Message, Source};
+use ccare_core::{Clock, Message};
 use ccare_llm::{CancellationToken, Chunk};
 use ccare_session::Session;
 use parking_lot::Mutex;
 use tokio::sync::{broadcast, watch};
 
+use crate::command::{Ack, Command, CommandError};
 use crate::host::Host;
-use crate::inbox::{Entry, INBOX_DOMAIN, Inbox, Stored, Target, entry_key};
+use crate::inbox::{Entry, Inbox, Target};
 
 /// Per-agent request options (H-LOOP-1) and loop limits (`[loop]`).
 #[derive(Debug, Clone, PartialEq)]
@@ -190,51 +193,133 @@ impl Agent {
     }
 
     /// Changes the options; they apply from the next step (with `request/header{change}`).
+    /// Unchecked; [`Agent::send`] with [`Command::SetOptions`] refuses bad options.
     pub fn set_options(&self, options: AgentOptions) {
         *self.inner.options.lock() = options;
     }
 
+    /// The one entry point of the closed protocol (ACT-2). A bad command is refused
+    /// with a typed error and changes nothing. A queued message (`UserInput`, `Steer`,
+    /// `Inject`) is acknowledged once it is durable in the inbox domain, and messages
+    /// are applied in the order their `send` calls queued them. `ToolResults` is
+    /// acknowledged once the results are logged ([`Agent::tool_results`]); `Cancel`
+    /// once the turn has ended and the entries it drops are deleted; `SetOptions`
+    /// once the options are in place (from the next step).
+    pub async fn send(&self, command: Command) -> Result<Ack, CommandError> {
+        command.check()?;
+        let name = command.name();
+        match command {
+            Command::UserInput { message, options } => {
+                if let Some(options) = options {
+                    self.set_options(options);
+                }
+                self.queue_durably(name, Target::Followup, message, true)
+                    .await
+            }
+            Command::Steer(message) => self.queue_durably(name, Target::Steer, message, true).await,
+            Command::Inject(message) => {
+                self.queue_durably(name, Target::Inject, message, false)
+                    .await
+            }
+            Command::ToolResults(results) => {
+                self.tool_results(results)
+                    .await
+                    .map_err(CommandError::ToolResults)?;
+                Ok(Ack { entry: None })
+            }
+            Command::Cancel { keep_inbox } => {
+                self.cancel(CancelCause::User, keep_inbox).await;
+                self.inner
+                    .host
+                    .inbox
+                    .flush(&self.inner.host, self.inner.session.id().as_str())
+                    .await
+                    .map_err(|source| CommandError::Inbox {
+                        command: name,
+                        source,
+                    })?;
+                Ok(Ack { entry: None })
+            }
+            Command::SetOptions(options) => {
+                self.set_options(options);
+                Ok(Ack { entry: None })
+            }
+        }
+    }
+
+    /// Queues a message and resolves once its inbox row is durable; if it cannot be
+    /// written, takes it back out of the inbox (unless a step already claimed it).
+    async fn queue_durably(
+        &self,
+        command: &'static str,
+        target: Target,
+        message: Message,
+        wake: bool,
+    ) -> Result<Ack, CommandError> {
+        let host = &self.inner.host;
+        let session = self.inner.session.id().as_str();
+        let failed = |source| CommandError::Inbox { command, source };
+        host.inbox.ready(host).await.map_err(failed)?;
+        let (id, ticket) = self.enqueue(target, message, wake);
+        let written = match ticket {
+            Some(ticket) => ticket.await,
+            None => host.inbox.flush(host, session).await,
+        };
+        if let Err(source) = written {
+            self.inner.state.lock().inbox.remove(id);
+            self.bump_idle();
+            return Err(failed(source));
+        }
+        Ok(Ack { entry: Some(id) })
+    }
+
     /// Queues a message for the next turn and wakes the agent. Returns its queue id.
+    /// Its inbox row is written in the background; [`Agent::send`] with
+    /// [`Command::UserInput`] waits until it is durable.
     pub fn followup(&self, message: Message) -> u64 {
-        self.enqueue(Target::Followup, message, true)
+        self.enqueue(Target::Followup, message, true).0
     }
 
-    /// Queues a message for the next step and wakes the agent.
+    /// Queues a message for the next step and wakes the agent (unacknowledged
+    /// [`Command::Steer`]).
     pub fn steer(&self, message: Message) -> u64 {
-        self.enqueue(Target::Steer, message, true)
+        self.enqueue(Target::Steer, message, true).0
     }
 
-    /// Queues a message for the next step without waking an idle agent.
+    /// Queues a message for the next step without waking an idle agent
+    /// (unacknowledged [`Command::Inject`]).
     pub fn inject(&self, message: Message) -> u64 {
-        self.enqueue(Target::Inject, message, false)
+        self.enqueue(Target::Inject, message, false).0
     }
 
     /// Queues the user's text as a followup.
     pub fn prompt(&self, text: impl Into<String>) -> u64 {
-        let mut message = Message::from_blocks(vec![ccare_core::ContentBlock::text(text)]);
-        message.id = Some(uuid::Uuid::now_v7().to_string());
-        message.source = Some(Source::user());
-        self.followup(message)
+        self.followup(crate::command::user_message(text))
     }
 
-    fn enqueue(&self, target: Target, message: Message, wake: bool) -> u64 {
-        let (entry, start) = {
+    fn enqueue(
+        &self,
+        target: Target,
+        message: Message,
+        wake: bool,
+    ) -> (u64, Option<crate::domains::WriteTicket>) {
+        let (entry, ticket, start) = {
             let mut state = self.inner.state.lock();
             let entry = state.inbox.push(target, message);
-            // Persisted in call order with the session's own writes (one store queue),
-            // so a crash keeps every entry that a later durable event depends on.
-            self.persist(&entry);
+            // Queued in the inbox domain under the state lock, so rows are written in
+            // queue order.
+            let ticket = self.persist(&entry);
             let start = wake && !state.running;
             if start {
                 state.running = true;
             }
-            (entry, start)
+            (entry, ticket, start)
         };
         self.bump_idle();
         if start {
             self.start_driver();
         }
-        entry.id
+        (entry.id, ticket)
     }
 
     fn start_driver(&self) {
@@ -242,31 +327,22 @@ impl Agent {
         tokio::spawn(async move { agent.drive().await });
     }
 
-    /// Writes an entry to the `agent_inbox` domain (durable with the next flush).
-    pub(crate) fn persist(&self, entry: &Entry) {
-        let stored = Stored {
-            target: entry.target,
-            message: entry.message.clone(),
-        };
-        let Ok(bytes) = serde_json::to_vec(&stored) else {
-            return;
-        };
-        let key = entry_key(self.inner.session.id().as_str(), entry.id);
-        drop(
-            self.inner
-                .host
-                .sessions
-                .store()
-                .kv_cas(INBOX_DOMAIN, &key, None, Some(bytes)),
-        );
+    /// Queues writing an entry to the `agent_inbox` domain; the ticket (when the
+    /// domain is already open) resolves once it is durable.
+    pub(crate) fn persist(&self, entry: &Entry) -> Option<crate::domains::WriteTicket> {
+        self.inner
+            .host
+            .inbox
+            .put(&self.inner.host, self.inner.session.id().as_str(), entry)
     }
 
     /// Deletes entries from the `agent_inbox` domain once they are logged (or dropped).
     pub(crate) fn forget(&self, ids: &[u64]) {
-        let store = self.inner.host.sessions.store();
         for id in ids {
-            let key = entry_key(self.inner.session.id().as_str(), *id);
-            drop(store.kv_cas(INBOX_DOMAIN, &key, Some(1), None));
+            self.inner
+                .host
+                .inbox
+                .delete(&self.inner.host, self.inner.session.id().as_str(), *id);
         }
     }
 
@@ -274,34 +350,18 @@ impl Agent {
     /// `storage-unavailable`) and the inbox entries an earlier process queued but never
     /// ran (H-LOOP-2), waking the agent if one of them should. Returns how many entries
     /// were restored. A controls read failure is logged, not returned: the session's
-    /// controls then report `storage-unavailable` until storage recovers.
-    pub async fn restore_inbox(&self) -> Result<usize, ccare_store::StoreError> {
+    /// controls then report `storage-unavailable` until storage recovers. Rows written
+    /// before the inbox moved onto the domain API are migrated on the first open.
+    pub async fn restore_inbox(&self) -> Result<usize, crate::domains::DomainError> {
         if let Err(error) = self.inner.host.controls.load(self.inner.session.id()).await {
             tracing::warn!(session = %self.inner.session.id(), %error, "controls unavailable");
         }
-        let prefix = format!("{}/", self.inner.session.id().as_str());
-        let rows = self
+        let entries = self
             .inner
             .host
-            .sessions
-            .store()
-            .kv_scan(INBOX_DOMAIN, &prefix, ccare_store::KvPage::default())
+            .inbox
+            .load(&self.inner.host, self.inner.session.id().as_str())
             .await?;
-        let mut entries = Vec::new();
-        for (key, row) in rows {
-            let id = key
-                .strip_prefix(&prefix)
-                .and_then(|digits| digits.parse::<u64>().ok());
-            let stored = serde_json::from_slice::<Stored>(&row.value);
-            match (id, stored) {
-                (Some(id), Ok(stored)) => entries.push(Entry {
-                    id,
-                    target: stored.target,
-                    message: stored.message,
-                }),
-                _ => tracing::warn!(%key, "skipping an unreadable agent_inbox entry"),
-            }
-        }
         let count = entries.len();
         let start = {
             let mut state = self.inner.state.lock();
@@ -337,7 +397,9 @@ impl Agent {
         loop {
             {
                 let state = self.inner.state.lock();
-                if !state.running && !state.inbox.has_waking() {
+                // A step awaiting caller-executed results (ACT-3) is idle: queued work
+                // waits for the results or a cancel.
+                if !state.running && (!state.inbox.has_waking() || self.is_awaiting_tools()) {
                     return state.last_end.clone();
                 }
             }
@@ -352,6 +414,10 @@ impl Agent {
     /// unentered entries return to the inbox; without, everything queued before the
     /// cancel is dropped (H-CANCEL-3).
     pub async fn cancel(&self, cause: CancelCause, keep_inbox: bool) {
+        if self.cancel_awaiting(&cause, keep_inbox).await {
+            return;
+        }
+        let awaiting_cause = cause.clone();
         let mut changes = self.inner.idle.subscribe();
         let waiting_for = {
             let mut state = self.inner.state.lock();
@@ -374,6 +440,17 @@ impl Agent {
         };
         loop {
             if self.inner.state.lock().turns_ended >= target {
+                break;
+            }
+            if changes.changed().await.is_err() {
+                return;
+            }
+        }
+        // The turn reached the awaiting-tools state just before the cancel landed
+        // (ACT-3): once the driver let go, end it as a cancel of an awaiting turn.
+        while self.is_awaiting_tools() {
+            if !self.inner.state.lock().running {
+                self.cancel_awaiting(&awaiting_cause, keep_inbox).await;
                 return;
             }
             if changes.changed().await.is_err() {
@@ -388,8 +465,14 @@ impl Agent {
             .send_modify(|generation| *generation = generation.wrapping_add(1));
     }
 
-    async fn drive(self) {
+    pub(crate) async fn drive(self) {
         loop {
+            if self.is_awaiting_tools() {
+                // No new turn while a step awaits caller-executed results (ACT-3).
+                self.inner.state.lock().running = false;
+                self.bump_idle();
+                return;
+            }
             let opening = {
                 let mut state = self.inner.state.lock();
                 match state.inbox.take_opening() {
@@ -438,8 +521,19 @@ impl Agent {
                     let dropped = state.inbox.drop_before(position);
                     self.forget(&dropped);
                 }
-                state.last_end = Some(reason);
+                state.last_end = reason;
                 state.turns_ended += 1;
+            }
+            // What the turn queued (a hook's steer) or deleted is durable before the
+            // agent can report idle.
+            if let Err(error) = self
+                .inner
+                .host
+                .inbox
+                .flush(&self.inner.host, self.inner.session.id().as_str())
+                .await
+            {
+                tracing::warn!(session = %self.inner.session.id(), %error, "inbox not durable");
             }
             self.bump_idle();
         }

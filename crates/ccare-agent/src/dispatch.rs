@@ -6,12 +6,14 @@
 //! are appended in block order. Bad calls (unknown tool, arguments that fail the
 //! schema or are not JSON) get an error result without running anything; after a
 //! cancel, calls not yet dispatched get `ABORTED_BEFORE_DISPATCH`, and bodies still
-//! running after the grace period `TOOL_OUTCOME_UNKNOWN`.
+//! running after the grace period `TOOL_OUTCOME_UNKNOWN`. Calls of the turn's
+//! caller-executed tools are not run here: they get a `tool/call{executor: "caller"}`
+//! marker and wait for the caller (ACT-3).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use ccare_core::kinds::{ToolCall, ToolError, ToolResult};
+use ccare_core::kinds::{Executor, ToolCall, ToolError, ToolResult};
 use ccare_core::{ContentBlock, Message, SurfaceOp, ToolCallBlock, ToolResultBlock};
 use ccare_llm::CancellationToken;
 use ccare_session::TOOL_OUTCOME_UNKNOWN;
@@ -69,15 +71,21 @@ fn plan(agent: &Agent, call: &ToolCallBlock) -> Planned {
     }
 }
 
-/// Runs every call of `message`; returns whether a cancel interrupted them.
+/// Runs every call of `message` except those of the caller-executed tools named in
+/// `external` (ACT-3); returns whether a cancel interrupted them.
 pub(crate) async fn run_tools(
     agent: &Agent,
     turn: u32,
     step: u32,
     message: &Message,
     token: &CancellationToken,
+    external: &[String],
 ) -> StepResult<bool> {
-    let calls: Vec<ToolCallBlock> = message.tool_calls().cloned().collect();
+    let calls: Vec<ToolCallBlock> = message
+        .tool_calls()
+        .filter(|call| !external.contains(&call.name))
+        .cloned()
+        .collect();
     if calls.is_empty() {
         return Ok(false);
     }
@@ -136,6 +144,7 @@ pub(crate) async fn run_tools(
                         call_id: call.id.clone(),
                         name: call.name.clone(),
                         arguments: call.arguments.clone(),
+                        executor: None,
                     })?,
                 )?;
                 dispatched = true;
@@ -219,6 +228,49 @@ pub(crate) async fn run_tools(
         }
     }
     Ok(interrupted)
+}
+
+/// Logs `tool/call{executor: "caller"}` for each call handed to the caller (ACT-3); the
+/// caller answers them with `ToolResults`.
+pub(crate) fn hand_to_caller(
+    agent: &Agent,
+    turn: u32,
+    step: u32,
+    calls: &[ToolCallBlock],
+) -> StepResult<()> {
+    for call in calls {
+        append(
+            agent,
+            typed(&ToolCall {
+                turn,
+                step,
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                executor: Some(Executor::Caller),
+            })?,
+        )?;
+    }
+    Ok(())
+}
+
+/// Answers `call` with `ABORTED_BEFORE_DISPATCH` (the turn was cancelled first).
+pub(crate) fn answer_aborted(
+    agent: &Agent,
+    turn: u32,
+    step: u32,
+    call: &ToolCallBlock,
+) -> StepResult<()> {
+    answer(
+        agent,
+        turn,
+        step,
+        call,
+        failure(
+            ABORTED_BEFORE_DISPATCH,
+            "the turn was cancelled before this call ran".to_owned(),
+        ),
+    )
 }
 
 fn gate_context(agent: &Agent) -> crate::hooks::ToolGateContext {

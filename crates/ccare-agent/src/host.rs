@@ -306,6 +306,8 @@ pub struct Host {
     pub(crate) sections: SectionList,
     pub(crate) domains: Domains,
     pub(crate) controls: Controls,
+    /// The agents' durable inbox (the `agent_inbox` domain, ACT-2).
+    pub(crate) inbox: crate::inbox::InboxStore,
     control_sources: RwLock<Vec<Registered<String>>>,
     mounted: RwLock<BTreeMap<String, Vec<Registration>>>,
     /// Per mounted plugin: cancelled when it is unmounted.
@@ -335,6 +337,7 @@ impl Host {
             sections: Arc::new(RwLock::new(Vec::new())),
             domains: Domains::new(Arc::clone(&store)),
             controls: Controls::new(store),
+            inbox: crate::inbox::InboxStore::default(),
             control_sources: RwLock::new(Vec::new()),
             mounted: RwLock::new(BTreeMap::new()),
             lifetimes: RwLock::new(BTreeMap::new()),

@@ -25,7 +25,9 @@
 #![deny(missing_docs)]
 
 mod agent;
+mod command;
 mod dispatch;
+mod external;
 mod hooks;
 mod host;
 mod inbox;
@@ -45,6 +47,8 @@ mod turn;
 pub use ccare_domains::{controls, domains};
 
 pub use agent::{Agent, AgentOptions, CancelCause, LiveChunk};
+pub use command::{Ack, Command, CommandError};
+pub use external::{CallerResult, ExternalToolsError, TOOL_RESULTS_MISMATCH, TURN_TOOLS_FIELD};
 pub use hooks::{
     BoundaryContext, BoundaryContribution, BoundaryContributor, HookContext, HookError, IdleHook,
     PreStepDecision, PreStepHook, PreStepInput, PreStepNext, RequestErrorDecision,

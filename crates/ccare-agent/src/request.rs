@@ -75,7 +75,12 @@ pub(crate) fn build_call(agent: &Agent) -> CallConfig {
         temperature: options.temperature,
         reasoning_effort: options.reasoning_effort,
         system: host.system_prompt(),
-        tools: host.tools.read().specs(),
+        // The host's tools, then the ones the open turn declared for the caller (ACT-3).
+        tools: {
+            let mut tools = host.tools.read().specs();
+            tools.extend(crate::external::turn_tools(agent));
+            tools
+        },
         messages,
         purpose: Purpose::Conversation,
         ext: ccare_core::JsonObject::new(),

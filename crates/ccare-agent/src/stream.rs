@@ -138,10 +138,6 @@ impl Agent {
     /// Tells the ordered stream's subscribers that the turn now waits for the
     /// caller-executed results of `call_ids` (ACT-3); for the awaiting-tools state,
     /// after its events are committed.
-    #[allow(
-        dead_code,
-        reason = "the awaiting-tools state (ACT-3) is not built yet"
-    )]
     pub(crate) fn signal_awaiting_tools(&self, call_ids: Vec<String>) {
         self.signal(SignalKind::AwaitingTools(call_ids));
     }

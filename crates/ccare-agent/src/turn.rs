@@ -39,6 +39,9 @@ use log::log_user;
 pub(crate) enum Stop {
     /// End the turn with this reason.
     End(TurnEndReason),
+    /// The step awaits caller-executed results (ACT-3): the turn stays open, no
+    /// `turn/end` is written.
+    Await,
 }
 
 pub(crate) type StepResult<T> = Result<T, Stop>;
@@ -46,19 +49,43 @@ pub(crate) type StepResult<T> = Result<T, Stop>;
 /// The failure code of an aborted-before-dispatch or unknown-outcome tool result.
 pub const ABORTED_BEFORE_DISPATCH: &str = "ABORTED_BEFORE_DISPATCH";
 
-/// Runs one turn opened by `opening` and returns how it ended (already logged).
-pub(crate) async fn run_turn(agent: &Agent, opening: Entry) -> TurnEndReason {
-    // Controls are read before the first turn even when the caller never restored the
-    // inbox, so no rule reports `storage-unavailable` merely for not being read yet.
+/// Runs one turn opened by `opening` and returns how it ended (already logged), or
+/// `None` when it awaits caller-executed results (ACT-3) and stays open.
+pub(crate) async fn run_turn(agent: &Agent, opening: Entry) -> Option<TurnEndReason> {
+    load_controls(agent).await;
+    let turn = agent.inner.session.with_log(|log| log.state().last_turn) + 1;
+    let result = turn_body(agent, turn, opening).await;
+    finish_turn(agent, turn, result).await
+}
+
+/// Goes on with turn `turn` after its step `step` got the caller's results (ACT-3):
+/// the next step, and so on until the turn ends or awaits again.
+pub(crate) async fn resume_turn(agent: &Agent, turn: u32, step: u32) -> Option<TurnEndReason> {
+    load_controls(agent).await;
+    let result = step::run_steps(agent, turn, step, Vec::new(), true).await;
+    finish_turn(agent, turn, result).await
+}
+
+/// Controls are read before the first turn even when the caller never restored the
+/// inbox, so no rule reports `storage-unavailable` merely for not being read yet.
+async fn load_controls(agent: &Agent) {
     let controls = &agent.inner.host.controls;
     if !controls.is_loaded(agent.inner.session.id())
         && let Err(error) = controls.load(agent.inner.session.id()).await
     {
         tracing::warn!(session = %agent.inner.session.id(), %error, "controls unavailable");
     }
-    let turn = agent.inner.session.with_log(|log| log.state().last_turn) + 1;
-    let reason = match turn_body(agent, turn, opening).await {
+}
+
+/// Writes `turn/end` for a turn that ended; nothing for one that awaits tools.
+async fn finish_turn(
+    agent: &Agent,
+    turn: u32,
+    result: StepResult<TurnEndReason>,
+) -> Option<TurnEndReason> {
+    let reason = match result {
         Ok(reason) | Err(Stop::End(reason)) => reason,
+        Err(Stop::Await) => return None,
     };
     let end = ccare_core::kinds::TurnEnd {
         turn,
@@ -70,7 +97,7 @@ pub(crate) async fn run_turn(agent: &Agent, opening: Entry) -> TurnEndReason {
     {
         let _ = agent.inner.session.flush().await;
     }
-    reason
+    Some(reason)
 }
 
 /// Opens the turn (`turn/start`, the opening user message logged and flushed before
@@ -88,7 +115,7 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
         plugin_messages.push(opening);
     }
     flush(agent).await?;
-    step::run_steps(agent, turn, plugin_messages, user_logged).await
+    step::run_steps(agent, turn, 0, plugin_messages, user_logged).await
 }
 
 /// A turn ended by cancellation, with the cause recorded on the agent (the user's when

@@ -87,7 +87,7 @@ pub enum AppError {
     /// The queued messages an earlier process left in the session's inbox could not
     /// be read when its actor started.
     #[error("cannot restore the session's queued messages: {0}")]
-    Inbox(#[source] ccare_store::StoreError),
+    Inbox(#[source] ccare_agent::domains::DomainError),
 }
 
 impl AppError {

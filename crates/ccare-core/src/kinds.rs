@@ -232,8 +232,19 @@ impl EventData for AssistantMessage {
     const KIND: &'static str = ASSISTANT_MESSAGE;
 }
 
-/// `tool/call{turn, step, call_id, name, arguments}`: the dispatch marker written just
-/// before a tool body runs.
+/// Who runs a tool call (ACT-3): the host, or the caller that declared the tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Executor {
+    /// The host runs the body (the default; old logs carry no `executor`).
+    Host,
+    /// The caller runs it and answers with `ToolResults`; until then the step awaits.
+    Caller,
+}
+
+/// `tool/call{turn, step, call_id, name, arguments, executor?}`: the dispatch marker
+/// written just before a tool body runs, or, with `executor: "caller"`, the marker of a
+/// call handed to the caller (ACT-3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// The turn number.
@@ -247,6 +258,9 @@ pub struct ToolCall {
     /// The arguments.
     #[serde(default)]
     pub arguments: Value,
+    /// Who runs the call; absent means the host (ACT-3, additive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<Executor>,
 }
 
 impl EventData for ToolCall {

@@ -4,6 +4,8 @@
 //! marker exists, else `TOOL_NOT_STARTED`), `compaction/end{INTERRUPTED}` for an open
 //! compaction, `step/end{interrupted}` for an open step, `turn/end{interrupted}`. Each
 //! carries `data.repair = true`. A closed log needs nothing, so repair is idempotent.
+//! A step awaiting caller-executed results (ACT-3) is not open work of a dead process:
+//! repair leaves it, and never answers a caller's call with `TOOL_NOT_STARTED`.
 
 use ccare_core::kinds::{CompactionEnd, StepEnd, ToolError, ToolResult, TurnEnd, TurnEndReason};
 use ccare_core::{
@@ -23,6 +25,11 @@ pub const INTERRUPTED: &str = "INTERRUPTED";
 /// The events that close `state`, in append order (empty when nothing is open).
 pub fn repair_drafts(state: &LogState, locale: Locale) -> Result<Vec<EventDraft>, EventError> {
     let mut drafts = Vec::new();
+    // A step awaiting caller-executed results is a durable state, not a crash (ACT-3):
+    // its calls stay open for `ToolResults`, and its step and turn with them.
+    if !state.awaiting_calls().is_empty() {
+        return Ok(drafts);
+    }
     if let Some((turn, step)) = state.open_step {
         for call in state.unanswered_calls() {
             let (code, text) = if call.dispatched {

@@ -17,6 +17,8 @@ pub struct PendingCall {
     pub dispatched: bool,
     /// Whether a `tool/result` answered it.
     pub answered: bool,
+    /// Whether its marker hands it to the caller (`executor: "caller"`, ACT-3).
+    pub caller: bool,
 }
 
 /// The open structure of a log at its head.
@@ -28,6 +30,8 @@ pub struct LogState {
     pub last_turn: u32,
     /// The open turn, if any.
     pub open_turn: Option<u32>,
+    /// The seq of the open turn's `turn/start` (where its events begin).
+    pub open_turn_seq: Option<u64>,
     /// The highest step number started in the current turn.
     pub last_step: u32,
     /// The open step `(turn, step)`, if any.
@@ -44,18 +48,41 @@ impl LogState {
         self.calls.iter().filter(|call| !call.answered)
     }
 
+    /// The ids of the calls the open step awaits from the caller (ACT-3): non-empty only
+    /// when every unanswered call of the step was handed to the caller, the durable
+    /// awaiting-tools state that repair, validators and reload leave alone.
+    pub fn awaiting_calls(&self) -> Vec<String> {
+        if self.open_step.is_none() {
+            return Vec::new();
+        }
+        let mut open = self.unanswered_calls().peekable();
+        if open.peek().is_none() {
+            return Vec::new();
+        }
+        let mut ids = Vec::new();
+        for call in open {
+            if !(call.dispatched && call.caller) {
+                return Vec::new();
+            }
+            ids.push(call.id.clone());
+        }
+        ids
+    }
+
     /// Folds one event at `seq`.
     pub(crate) fn apply(&mut self, seq: u64, decoded: &Decoded) {
         match decoded {
             Decoded::TurnStart(start) => {
                 self.last_turn = self.last_turn.max(start.turn);
                 self.open_turn = Some(start.turn);
+                self.open_turn_seq = Some(seq);
                 self.last_step = 0;
                 self.open_step = None;
                 self.calls.clear();
             }
             Decoded::TurnEnd(_) => {
                 self.open_turn = None;
+                self.open_turn_seq = None;
                 self.open_step = None;
                 self.calls.clear();
             }
@@ -76,12 +103,14 @@ impl LogState {
                         name: call.name.clone(),
                         dispatched: false,
                         answered: false,
+                        caller: false,
                     })
                     .collect();
             }
             Decoded::ToolCall(marker) => {
                 if let Some(call) = self.calls.iter_mut().find(|call| call.id == marker.call_id) {
                     call.dispatched = true;
+                    call.caller = marker.executor == Some(ccare_core::kinds::Executor::Caller);
                 }
             }
             Decoded::ToolResult { call_id, .. } => {

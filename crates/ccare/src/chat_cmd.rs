@@ -26,7 +26,7 @@
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::time::{Duration, Instant};
 
-use ccare_agent::{Agent, CancelCause, EventStream, LiveChunk, StreamItem};
+use ccare_agent::{Agent, CancelCause, Command, EventStream, LiveChunk, StreamItem};
 use ccare_core::kinds::{self, AssistantMessage, ToolResult, TurnEnd, TurnEndReason};
 use ccare_core::{ContentBlock, Event, TokenUsage, ToolCallBlock};
 use ccare_llm::Chunk;
@@ -184,7 +184,11 @@ impl Chat<'_> {
     ) -> Result<Option<Exit>, Failure> {
         self.cancelling = false;
         let agent = self.agent.clone();
-        agent.prompt(text);
+        // Acknowledged once durable in the session's inbox (ACT-2).
+        agent
+            .send(Command::prompt(text))
+            .await
+            .map_err(Failure::failed)?;
         let idle = agent.when_idle();
         tokio::pin!(idle);
         let mut canceller: Option<tokio::task::JoinHandle<()>> = None;

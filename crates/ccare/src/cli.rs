@@ -116,7 +116,7 @@ pub(crate) struct ContextStatusArgs {
 }
 
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("input").required(true).args(["prompt", "prompt_file"])))]
+#[command(group(ArgGroup::new("input").required(true).args(["prompt", "prompt_file", "tool_results"])))]
 pub(crate) struct RunArgs {
     /// The prompt; `-` reads it from stdin to the end (UTF-8).
     #[arg(long, value_name = "TEXT")]
@@ -144,6 +144,19 @@ pub(crate) struct RunArgs {
     /// failing with SESSION_BUSY (exit 2).
     #[arg(long)]
     pub(crate) wait: bool,
+    /// Tools this turn declares that the caller runs (ACT-3): a JSON array of
+    /// `{name, description, input_schema}`. When the model calls one, the run prints
+    /// the open call ids on stderr (and an `awaiting-tools` line with --json) and exits 0.
+    #[arg(
+        long = "external-tools",
+        value_name = "FILE.json",
+        conflicts_with = "tool_results"
+    )]
+    pub(crate) external_tools: Option<PathBuf>,
+    /// Answer the calls the session awaits (ACT-3) and finish the turn: a JSON array of
+    /// `{call_id, content, is_error?}` (content: text). Needs --session.
+    #[arg(long = "tool-results", value_name = "FILE.json", requires = "session")]
+    pub(crate) tool_results: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

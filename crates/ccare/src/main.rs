@@ -115,7 +115,13 @@ fn main() -> ExitCode {
                 demo::run(&settings, &home).await
             }
             Command::Run(args) => {
-                let prompt = prompt_input::resolve(args.prompt, args.prompt_file.as_deref())?;
+                let input = match &args.tool_results {
+                    Some(file) => run_cmd::Input::tool_results(file)?,
+                    None => run_cmd::Input::prompt(
+                        prompt_input::resolve(args.prompt, args.prompt_file.as_deref())?,
+                        args.external_tools.as_deref(),
+                    )?,
+                };
                 let overrides = Overrides {
                     model: args.model,
                     provider: args.provider,
@@ -123,7 +129,7 @@ fn main() -> ExitCode {
                 let settings = load_settings(config, &home, &overrides)?;
                 let booted = boot(&settings, args.profile.as_deref())?;
                 let agents = ccare_app::Agents::of(&booted);
-                run_cmd::run(&agents, prompt, args.session.as_deref(), args.json, args.wait).await
+                run_cmd::run(&agents, input, args.session.as_deref(), args.json, args.wait).await
             }
             Command::Chat(args) => {
                 let overrides = Overrides {

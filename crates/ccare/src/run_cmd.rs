@@ -12,23 +12,93 @@
 //! that ended before idle: completed 0, max-tokens 0 with a warning, error / blocked /
 //! aborted / interrupted 1 with the reason on stderr, Ctrl-C 130.
 //!
+//! External tools (ACT-3): `--external-tools FILE.json` declares tools of this turn that
+//! the caller runs. When the model calls them the turn waits: the command prints
+//! `awaiting tools: <ids>` on stderr (with `--json`, an `awaiting-tools` line after the
+//! events), and exits 0. `--tool-results FILE.json --session ID` answers exactly those
+//! calls and finishes the turn; a set that does not match is refused with
+//! `TOOL_RESULTS_MISMATCH` (exit 1) and nothing is logged.
+//!
 //! When stdout stops taking the answer (the reader of a pipe left: `ccare run … |
 //! head -1`), the turn is cancelled as if by the user, the log is flushed so the turn
 //! ends cleanly, and the command exits quietly with 0 (the broken pipe reaches `main`).
 
 use std::io::Write as _;
+use std::path::Path;
 
-use ccare_agent::CancelCause;
+use ccare_agent::{CancelCause, Command};
 use ccare_core::kinds::{TurnEndReason, TurnFailure};
 use ccare_llm::Chunk;
 
 use crate::Failure;
 use ccare_app::Agents;
 
+/// What the run sends: a prompt (with the tools its turn declares), or the caller's
+/// results for the calls an awaiting turn waits on.
+pub(crate) enum Input {
+    /// A user prompt.
+    Prompt {
+        /// The text.
+        text: String,
+        /// The turn's caller-executed tools.
+        tools: Vec<ccare_llm::ToolSpec>,
+    },
+    /// Results for the awaiting calls.
+    ToolResults(Vec<ccare_agent::CallerResult>),
+}
+
+/// One entry of a `--tool-results` file.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResultEntry {
+    call_id: String,
+    content: String,
+    #[serde(default)]
+    is_error: bool,
+}
+
+impl Input {
+    /// A prompt, with the tools of `--external-tools FILE` when given.
+    pub(crate) fn prompt(text: String, tools: Option<&Path>) -> Result<Self, Failure> {
+        let tools = match tools {
+            Some(path) => read_json(path, "--external-tools")?,
+            None => Vec::new(),
+        };
+        Ok(Self::Prompt { text, tools })
+    }
+
+    /// The results of `--tool-results FILE`.
+    pub(crate) fn tool_results(path: &Path) -> Result<Self, Failure> {
+        let entries: Vec<ResultEntry> = read_json(path, "--tool-results")?;
+        Ok(Self::ToolResults(
+            entries
+                .into_iter()
+                .map(|entry| ccare_agent::CallerResult {
+                    call_id: entry.call_id,
+                    content: vec![ccare_core::ContentBlock::text(entry.content)],
+                    is_error: entry.is_error,
+                })
+                .collect(),
+        ))
+    }
+}
+
+/// A JSON file, or bad input (exit 2) naming the flag, the file and the problem.
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path, flag: &str) -> Result<T, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|error| {
+        Failure::bad_input(anyhow::anyhow!(
+            "{flag} {}: cannot read it: {error}",
+            path.display()
+        ))
+    })?;
+    serde_json::from_str(&text)
+        .map_err(|error| Failure::bad_input(anyhow::anyhow!("{flag} {}: {error}", path.display())))
+}
+
 /// Runs the command.
 pub(crate) async fn run(
     agents: &Agents,
-    prompt: String,
+    input: Input,
     session: Option<&str>,
     json: bool,
     wait: bool,
@@ -43,7 +113,38 @@ pub(crate) async fn run(
     let agent = handle.agent().clone();
     let mut live = agent.subscribe_live();
     let mut text = TextPrinter::default();
-    agent.prompt(prompt);
+    // Acknowledged once durable in the session's inbox (ACT-2).
+    let sent = match input {
+        Input::Prompt { text, tools } => {
+            let command = if tools.is_empty() {
+                Ok(Command::prompt(text))
+            } else {
+                agent
+                    .user_message_with_tools(text, tools)
+                    .map(|message| Command::UserInput {
+                        message,
+                        options: None,
+                    })
+            };
+            match command {
+                Ok(command) => agent
+                    .send(command)
+                    .await
+                    .map(drop)
+                    .map_err(anyhow::Error::from),
+                Err(refused) => Err(refused.into()),
+            }
+        }
+        // Nothing is logged when the results do not match the awaiting calls (ACT-3).
+        Input::ToolResults(results) => agent
+            .tool_results(results)
+            .await
+            .map_err(anyhow::Error::from),
+    };
+    if let Err(error) = sent {
+        drop(agents.stop(handle).await);
+        return Err(Failure::failed(error));
+    }
     let idle = agent.when_idle();
     tokio::pin!(idle);
     let ctrl_c = tokio::signal::ctrl_c();
@@ -73,6 +174,7 @@ pub(crate) async fn run(
             }
         }
     };
+    let awaiting = agent.awaiting_tools();
     // Flushes the log and releases the lease.
     let released = agents.stop(handle).await;
     if let Some(error) = write_failed {
@@ -96,6 +198,23 @@ pub(crate) async fn run(
         for line in events {
             writeln!(stdout, "{line}").map_err(Failure::failed)?;
         }
+        if !awaiting.is_empty() {
+            let line = serde_json::json!({
+                "type": "awaiting-tools",
+                "session": session.id().as_str(),
+                "call_ids": awaiting,
+            });
+            writeln!(stdout, "{line}").map_err(Failure::failed)?;
+        }
+    }
+    if !awaiting.is_empty() {
+        eprintln!(
+            "awaiting tools: {} (answer with --tool-results FILE.json --session {})",
+            awaiting.join(", "),
+            session.id()
+        );
+        released.map_err(Failure::failed)?;
+        return Ok(());
     }
     released.map_err(Failure::failed)?;
     if interrupted {

@@ -140,7 +140,7 @@ pub(super) async fn pre_step(
 }
 
 /// Puts the plugin messages that never entered back at the front of the inbox, when
-/// the cancelled turn keeps its inbox.
+/// the cancelled turn keeps its inbox; otherwise deletes them.
 pub(super) fn restore_unentered(agent: &Agent, entries: Vec<Entry>) {
     let mut state = agent.inner.state.lock();
     let keep = state
@@ -149,5 +149,10 @@ pub(super) fn restore_unentered(agent: &Agent, entries: Vec<Entry>) {
         .is_some_and(|active| active.keep_inbox);
     if keep {
         state.inbox.restore_front(entries);
+    } else {
+        // Dropped with the cancel (H-CANCEL-3): gone from the durable inbox too, so a
+        // restart does not bring them back.
+        let ids: Vec<u64> = entries.iter().map(|entry| entry.id).collect();
+        agent.forget(&ids);
     }
 }

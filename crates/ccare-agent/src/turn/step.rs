@@ -17,16 +17,18 @@ use crate::agent::Agent;
 use crate::hooks::HookContext;
 use crate::inbox::Entry;
 
-/// Runs the steps of turn `turn` until it ends; `plugin_messages` holds the opening
-/// plugin message (if any) and `user_logged` says whether a user message was logged.
+/// Runs the steps of turn `turn` after step `done` (0 for a new turn) until it ends;
+/// `plugin_messages` holds the opening plugin message (if any) and `user_logged` says
+/// whether a user message was logged.
 pub(super) async fn run_steps(
     agent: &Agent,
     turn: u32,
+    done: u32,
     mut plugin_messages: Vec<Entry>,
     mut user_logged: bool,
 ) -> StepResult<TurnEndReason> {
     let max_steps = agent.inner.options.lock().max_steps_per_turn;
-    let mut step = 0u32;
+    let mut step = done;
     loop {
         if step >= max_steps {
             return Ok(TurnEndReason::Error {
@@ -69,6 +71,7 @@ pub(super) async fn run_steps(
         let outcome = request_step(agent, turn, step, &context, &hooks).await;
         let (message, finish) = match outcome {
             Ok(done) => done,
+            Err(Stop::Await) => return Err(Stop::Await),
             Err(Stop::End(reason)) => {
                 append(
                     agent,

@@ -1,16 +1,18 @@
 //! Phase 6 of a step and what follows it (H-LOOP-6): the tool calls of the committed message are
-//! dispatched (`tool/call` + `tool/result` pairs, [`crate::dispatch`]), `step/end` is
-//! written, and the finish decides whether the turn goes on: tool calls continue,
+//! dispatched (`tool/call` + `tool/result` pairs, [`crate::dispatch`]); calls of the
+//! turn's caller-executed tools are handed to the caller and the step awaits their
+//! results, open (ACT-3, [`crate::external`]); otherwise `step/end` is written, and the finish decides whether the turn goes on: tool calls continue,
 //! `length` ends it, otherwise the next step's entries or a turn-stopping hook's steer
 //! continue it, else it completes.
 
-use ccare_core::Message;
 use ccare_core::kinds::{StepEnd, TurnEndReason};
+use ccare_core::{Message, ToolCallBlock};
 use ccare_llm::Finish;
 
-use super::{StepResult, aborted, append, hook_failed, typed};
+use super::{StepResult, Stop, aborted, append, flush, hook_failed, typed};
 use crate::agent::Agent;
-use crate::dispatch::run_tools;
+use crate::dispatch::{answer_aborted, hand_to_caller, run_tools};
+use crate::external::turn_tools;
 use crate::hooks::{HookContext, Hooks};
 
 /// Runs the tools of `message`, writes `step/end`, and returns how the turn ends, or
@@ -23,7 +25,32 @@ pub(super) async fn end_step(
     finish: Finish,
 ) -> StepResult<Option<TurnEndReason>> {
     let (turn, step, token) = (context.turn, context.step, &context.cancel);
-    let cancelled_in_tools = run_tools(agent, turn, step, message, token).await?;
+    let external: Vec<String> = turn_tools(agent)
+        .into_iter()
+        .map(|tool| tool.name)
+        .collect();
+    let mut cancelled_in_tools = run_tools(agent, turn, step, message, token, &external).await?;
+    // Caller-executed calls (ACT-3): after the local ones, handed to the caller, and the
+    // step waits, open, unless the turn was cancelled meanwhile.
+    let caller_calls: Vec<ToolCallBlock> = message
+        .tool_calls()
+        .filter(|call| external.contains(&call.name))
+        .cloned()
+        .collect();
+    if !caller_calls.is_empty() {
+        if !token.is_cancelled() {
+            hand_to_caller(agent, turn, step, &caller_calls)?;
+            flush(agent).await?;
+        }
+        if !token.is_cancelled() {
+            agent.signal_awaiting_tools(caller_calls.into_iter().map(|call| call.id).collect());
+            return Err(Stop::Await);
+        }
+        cancelled_in_tools = true;
+        for call in &caller_calls {
+            answer_aborted(agent, turn, step, call)?;
+        }
+    }
     append(
         agent,
         typed(&StepEnd {

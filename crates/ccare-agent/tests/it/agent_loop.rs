@@ -737,7 +737,7 @@ async fn h_loop_2_queued_entries_are_persisted_and_restored_by_a_new_agent() {
     );
     store.flush().await.unwrap();
     let left = store
-        .kv_scan("agent_inbox", "", ccare_store::KvPage::default())
+        .kv_scan("agent_inbox", "entries/", ccare_store::KvPage::default())
         .await
         .unwrap();
     assert!(left.is_empty(), "entered entries are deleted: {left:?}");

@@ -5,8 +5,10 @@
 
 mod agent_loop;
 mod crash;
+mod external;
 mod instructions;
 mod plugin_errors;
+mod protocol;
 mod stream;
 mod tools;
 mod typed_events;

@@ -785,6 +785,7 @@ fn marker(turn: u32, id: &str, name: &str, arguments: Value) -> EventDraft {
         call_id: id.into(),
         name: name.into(),
         arguments,
+        executor: None,
     })
 }
 

@@ -91,6 +91,7 @@ async fn crash_child_entry() {
                 call_id: call_id.clone(),
                 name: "t".into(),
                 arguments: json!({}),
+                executor: None,
             }),
             typed(&ToolResult {
                 turn,

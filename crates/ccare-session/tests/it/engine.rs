@@ -115,6 +115,7 @@ fn complete_turn(session: &Session, turn: u32) {
             call_id: format!("t{turn}"),
             name: "read_file".into(),
             arguments: json!({}),
+            executor: None,
         }))
         .unwrap();
     session
@@ -207,6 +208,7 @@ async fn h_sess_5_open_repairs_an_interrupted_turn() {
                 call_id: "a".into(),
                 name: "read_file".into(),
                 arguments: json!({}),
+                executor: None,
             }))
             .unwrap();
         session.flush().await.unwrap();

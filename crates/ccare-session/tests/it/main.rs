@@ -3,6 +3,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod awaiting;
 mod crash;
 mod engine;
 mod fence;
