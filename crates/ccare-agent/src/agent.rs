@@ -512,18 +512,7 @@ impl Agent {
                 return;
             };
             let reason = crate::turn::run_turn(&self, opening).await;
-            {
-                let mut state = self.inner.state.lock();
-                if let Some(active) = state.active.take()
-                    && let Some(position) = active.cancelled_at
-                    && !active.keep_inbox
-                {
-                    let dropped = state.inbox.drop_before(position);
-                    self.forget(&dropped);
-                }
-                state.last_end = reason;
-                state.turns_ended += 1;
-            }
+            self.record_turn_end(reason);
             // What the turn queued (a hook's steer) or deleted is durable before the
             // agent can report idle.
             if let Err(error) = self
@@ -537,6 +526,22 @@ impl Agent {
             }
             self.bump_idle();
         }
+    }
+
+    /// Records how the running turn ended (`None`: it awaits its caller's tool results):
+    /// drops the inbox entries a cancel without `keep_inbox` left behind, and counts
+    /// the turn.
+    pub(crate) fn record_turn_end(&self, reason: Option<TurnEndReason>) {
+        let mut state = self.inner.state.lock();
+        if let Some(active) = state.active.take()
+            && let Some(position) = active.cancelled_at
+            && !active.keep_inbox
+        {
+            let dropped = state.inbox.drop_before(position);
+            self.forget(&dropped);
+        }
+        state.last_end = reason;
+        state.turns_ended += 1;
     }
 
     /// The cancel token of the running turn.

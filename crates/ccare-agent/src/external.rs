@@ -381,18 +381,7 @@ impl Agent {
     /// Records the end (or the awaiting, `None`) of a turn this module drove, as the
     /// driver loop does for the turns it runs.
     fn release_turn(&self, reason: Option<TurnEndReason>) {
-        {
-            let mut state = self.inner.state.lock();
-            if let Some(active) = state.active.take()
-                && let Some(position) = active.cancelled_at
-                && !active.keep_inbox
-            {
-                let dropped = state.inbox.drop_before(position);
-                self.forget(&dropped);
-            }
-            state.last_end = reason;
-            state.turns_ended += 1;
-        }
+        self.record_turn_end(reason);
         self.bump_idle();
     }
 

@@ -95,9 +95,9 @@ pub(super) async fn stream_call(
     let (streamed, event, outcome) = match assembled.finish.clone() {
         finish @ (Finish::Stop | Finish::Length | Finish::ToolCalls) => {
             let message = assembled.message();
-            let event = append(
+            let event = log_assistant(
                 agent,
-                typed(&AssistantMessage {
+                &AssistantMessage {
                     turn,
                     step,
                     call_id: call_id.clone(),
@@ -108,15 +108,8 @@ pub(super) async fn stream_call(
                     finish: finish.as_str().to_owned(),
                     interrupted: false,
                     stream: records,
-                })?
-                .with_surface(SurfaceOp::Append),
+                },
             )?;
-            agent
-                .inner
-                .state
-                .lock()
-                .origins
-                .insert(event.seq(), Some(Arc::from(route.provider.as_str())));
             let streamed = Streamed::Done {
                 message: Box::new(message),
                 finish,
@@ -139,9 +132,9 @@ pub(super) async fn stream_call(
                     )?,
                 )?
             } else {
-                let event = append(
+                log_assistant(
                     agent,
-                    typed(&AssistantMessage {
+                    &AssistantMessage {
                         turn,
                         step,
                         call_id: call_id.clone(),
@@ -152,16 +145,8 @@ pub(super) async fn stream_call(
                         finish: "aborted".to_owned(),
                         interrupted: true,
                         stream: records,
-                    })?
-                    .with_surface(SurfaceOp::Append),
-                )?;
-                agent
-                    .inner
-                    .state
-                    .lock()
-                    .origins
-                    .insert(event.seq(), Some(Arc::from(route.provider.as_str())));
-                event
+                    },
+                )?
             };
             (Streamed::Aborted, event, SettledOutcome::Interrupted)
         }
@@ -234,4 +219,18 @@ pub(super) fn attempt_draft(
         stream,
         failure: failure.cloned(),
     })
+}
+
+/// Logs an `assistant/message` (complete, or the visible prefix of an interrupted one)
+/// on the surface and records the provider that wrote it, so a later request knows
+/// whose reasoning it may send back.
+fn log_assistant(agent: &Agent, message: &AssistantMessage) -> StepResult<Arc<ccare_core::Event>> {
+    let event = append(agent, typed(message)?.with_surface(SurfaceOp::Append))?;
+    agent
+        .inner
+        .state
+        .lock()
+        .origins
+        .insert(event.seq(), Some(Arc::from(message.provider.as_str())));
+    Ok(event)
 }

@@ -7,12 +7,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use ccare_core::SessionId;
-use ccare_store::{Lease, ReadRange, SqliteConfig, SqliteStore, Store};
-
+use crate::lease::{command, lease_of, new_session, run, types};
 use crate::run::text;
 
 /// A slow answer: eight words, 500 ms before each (about four seconds in all).
@@ -36,77 +34,10 @@ fn setup() -> tempfile::TempDir {
     dir
 }
 
-fn command(dir: &Path, args: &[&str]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_ccare"));
-    command
-        .current_dir(dir)
-        .env_remove("DEEPSEEK_API_KEY")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("CCARE_CONFIG")
-        .env_remove("CCARE_HOME")
-        .args(args);
-    command
-}
-
-fn run(dir: &Path, args: &[&str]) -> Output {
-    command(dir, args).output().unwrap()
-}
-
-async fn open(dir: &Path) -> SqliteStore {
-    SqliteStore::open(SqliteConfig::new(dir.join("state.db"))).unwrap()
-}
-
-async fn lease_of(dir: &Path, session: &str) -> Option<Lease> {
-    let store = open(dir).await;
-    let lease = store
-        .lease(&SessionId::new(session).unwrap())
-        .await
-        .unwrap();
-    store.close().unwrap();
-    lease
-}
-
-/// The `type` of every stored event of the session, in seq order.
-async fn types(dir: &Path, session: &str) -> Vec<String> {
-    let store = open(dir).await;
-    let events = store
-        .read(&SessionId::new(session).unwrap(), ReadRange::all())
-        .await
-        .unwrap();
-    store.close().unwrap();
-    events
-        .iter()
-        .map(|event| {
-            let value: serde_json::Value = serde_json::from_str(&event.json).unwrap();
-            value["type"].as_str().unwrap().to_owned()
-        })
-        .collect()
-}
-
 fn export(dir: &Path, session: &str) -> String {
     let output = run(dir, &["sessions", "export", session]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
     text(&output.stdout)
-}
-
-/// A new session with one completed turn; its id.
-fn new_session(dir: &Path) -> String {
-    let output = run(
-        dir,
-        &[
-            "run",
-            "--prompt",
-            "hello",
-            "--provider",
-            "script:fast.jsonl",
-        ],
-    );
-    assert_eq!(output.status.code(), Some(0), "{}", text(&output.stderr));
-    text(&output.stderr)
-        .lines()
-        .find_map(|line| line.strip_prefix("session: "))
-        .unwrap()
-        .to_owned()
 }
 
 /// ACT-1: while `ccare run` is mid-turn on a session, `context status`, `context

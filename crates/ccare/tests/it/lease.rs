@@ -49,7 +49,7 @@ enabled = false
     dir
 }
 
-fn command(dir: &Path, args: &[&str]) -> Command {
+pub(crate) fn command(dir: &Path, args: &[&str]) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_ccare"));
     command
         .current_dir(dir)
@@ -61,7 +61,7 @@ fn command(dir: &Path, args: &[&str]) -> Command {
     command
 }
 
-fn run(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn run(dir: &Path, args: &[&str]) -> Output {
     command(dir, args).output().unwrap()
 }
 
@@ -78,7 +78,7 @@ fn db(dir: &Path) -> PathBuf {
 }
 
 /// A new session with one completed turn; its id.
-fn new_session(dir: &Path) -> String {
+pub(crate) fn new_session(dir: &Path) -> String {
     let output = run(
         dir,
         &[
@@ -98,7 +98,7 @@ fn new_session(dir: &Path) -> String {
         .to_owned()
 }
 
-async fn open(dir: &Path) -> SqliteStore {
+pub(crate) async fn open(dir: &Path) -> SqliteStore {
     SqliteStore::open(SqliteConfig::new(db(dir))).unwrap()
 }
 
@@ -119,7 +119,7 @@ async fn held_by(dir: &Path, session: &str, pid: u32) -> Lease {
     }
 }
 
-async fn lease_of(dir: &Path, session: &str) -> Option<Lease> {
+pub(crate) async fn lease_of(dir: &Path, session: &str) -> Option<Lease> {
     let store = open(dir).await;
     let lease = store
         .lease(&SessionId::new(session).unwrap())
@@ -130,7 +130,7 @@ async fn lease_of(dir: &Path, session: &str) -> Option<Lease> {
 }
 
 /// The `type` of every stored event of the session, in seq order.
-async fn types(dir: &Path, session: &str) -> Vec<String> {
+pub(crate) async fn types(dir: &Path, session: &str) -> Vec<String> {
     let store = open(dir).await;
     let events = store
         .read(&SessionId::new(session).unwrap(), ReadRange::all())
