@@ -1,8 +1,18 @@
 //! Issue 2 performance targets. Run: `cargo bench -p ccare-session --bench session`.
 //!
 //! - `durable_append_20k`: 20,000 realistic events (~300 bytes) appended and flushed
-//!   every 100 events (group commit); divide 20,000 by the time for events/s.
+//!   every 500 events (group commit: the writer commits whatever has queued, and each
+//!   flush waits until everything before it is durable), the same durability points as
+//!   `raw_sqlite_20k`'s transactions; divide 20,000 by the time for events/s.
+//! - `durable_append_20k_flush_100`: the same, flushed every 100 events (five times
+//!   the durability points of the raw baseline; the figure earlier issues quoted).
+//! - `raw_sqlite_20k`: the baseline in the same run: the same 20,000 envelopes (their
+//!   exact bytes, encoded beforehand) inserted with plain `rusqlite` into the same
+//!   `events` table, WAL + `synchronous=FULL`, 500 rows per transaction. Issue 14
+//!   target 4: `raw_sqlite_20k / durable_append_20k >= 0.6`.
 //! - `single_durable_append`: one append + flush: the latency of one durable append.
+//! - `raw_sqlite_single`: the baseline: one row inserted and committed (one fsync) with
+//!   plain `rusqlite`. Target: `single_durable_append / raw_sqlite_single <= 1.3`.
 //! - `open_100k`: load a 100,000-event session and derive its model view.
 //! - `append_at_1k` / `append_at_100k`: one in-memory append to an open session of that size.
 //!
@@ -19,6 +29,7 @@ use ccare_core::kinds::UserMessage;
 use ccare_core::*;
 use ccare_session::*;
 use ccare_store::{SqliteConfig, SqliteStore, Store};
+use rusqlite::{Connection, TransactionBehavior, params};
 
 fn main() {
     divan::main();
@@ -73,21 +84,112 @@ fn session_with(events: u64) -> (tempfile::TempDir, Sessions, Session) {
     (dir, sessions, session)
 }
 
-#[divan::bench(sample_count = 5, sample_size = 1)]
-fn durable_append_20k(bencher: divan::Bencher) {
+/// 20,000 appends, flushed every `every` events and at the end.
+fn durable_append(bencher: divan::Bencher, every: u64) {
     bencher
         .with_inputs(|| session_with(0))
         .bench_local_values(|(dir, sessions, session)| {
             runtime().block_on(async {
                 for index in 0..20_000 {
                     session.append(realistic(index)).unwrap();
-                    if index % 100 == 99 {
+                    if index % every == every - 1 {
                         session.flush().await.unwrap();
                     }
                 }
                 session.flush().await.unwrap();
             });
             (dir, sessions)
+        });
+}
+
+#[divan::bench(sample_count = 5, sample_size = 1)]
+fn durable_append_20k(bencher: divan::Bencher) {
+    durable_append(bencher, 500);
+}
+
+#[divan::bench(sample_count = 5, sample_size = 1)]
+fn durable_append_20k_flush_100(bencher: divan::Bencher) {
+    durable_append(bencher, 100);
+}
+
+/// A raw `rusqlite` database with the store's `events` table and pragmas, holding
+/// `rows` events of one session.
+fn raw_database(rows: u64) -> (tempfile::TempDir, Connection, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = Connection::open(dir.path().join("raw.db")).unwrap();
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
+        .unwrap();
+    assert!(mode.eq_ignore_ascii_case("wal"));
+    conn.pragma_update(None, "synchronous", "FULL").unwrap();
+    conn.execute_batch(
+        "CREATE TABLE events (
+            session_id TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session_id, seq)
+        );",
+    )
+    .unwrap();
+    let session = "0190f1e2-7c3a-7b4d-9e5f-0a1b2c3d4e5f".to_owned();
+    for seq in 0..rows {
+        raw_insert(&conn, &session, seq, &envelope(seq));
+    }
+    (dir, conn, session)
+}
+
+/// The exact stored bytes of `realistic(seq)` at `seq`.
+fn envelope(seq: u64) -> String {
+    Event::encode(seq, 1_700_000_000_000, realistic(seq))
+        .unwrap()
+        .raw_json()
+        .to_owned()
+}
+
+fn raw_insert(conn: &Connection, session: &str, seq: u64, body: &str) {
+    conn.prepare_cached("INSERT INTO events (session_id, seq, body) VALUES (?1, ?2, ?3)")
+        .unwrap()
+        .execute(params![session, seq as i64, body])
+        .unwrap();
+}
+
+#[divan::bench(sample_count = 5, sample_size = 1)]
+fn raw_sqlite_20k(bencher: divan::Bencher) {
+    bencher
+        .with_inputs(|| {
+            let (dir, conn, session) = raw_database(0);
+            let bodies: Vec<String> = (0..20_000).map(envelope).collect();
+            (dir, conn, session, bodies)
+        })
+        .bench_local_values(|(dir, mut conn, session, bodies)| {
+            for (chunk, group) in bodies.chunks(500).enumerate() {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .unwrap();
+                for (offset, body) in group.iter().enumerate() {
+                    raw_insert(&tx, &session, (chunk * 500 + offset) as u64, body);
+                }
+                tx.commit().unwrap();
+            }
+            (dir, conn)
+        });
+}
+
+#[divan::bench(sample_count = 50, sample_size = 1)]
+fn raw_sqlite_single(bencher: divan::Bencher) {
+    let (_dir, mut conn, session) = raw_database(10);
+    let mut next = 10;
+    bencher
+        .with_inputs(|| {
+            next += 1;
+            (next, envelope(next))
+        })
+        .bench_local_values(|(seq, body)| {
+            let tx = conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .unwrap();
+            raw_insert(&tx, &session, seq, &body);
+            tx.commit().unwrap();
         });
 }
 

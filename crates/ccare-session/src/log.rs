@@ -128,6 +128,13 @@ impl SessionLog {
         self.replace_generation
     }
 
+    /// How many content projections have run (what a [`DerivedView`] of the log now
+    /// would carry as its `content_generation`), for readers of
+    /// [`SessionLog::derived_messages`].
+    pub fn content_generation(&self) -> u64 {
+        self.content_generation
+    }
+
     /// The open turn/step/call/compaction state.
     pub fn state(&self) -> &LogState {
         &self.state

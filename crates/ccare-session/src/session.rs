@@ -286,10 +286,13 @@ impl Session {
                 seq,
                 json: event.raw_json().into(),
             };
-            let ticket = inner.store.append(&inner.header.id, seq, vec![row]);
             match inner.durability {
-                Durability::Group => shared.pending.push_back(ticket),
+                Durability::Group => {
+                    let ticket = inner.store.append(&inner.header.id, seq, vec![row]);
+                    shared.pending.push_back(ticket);
+                }
                 Durability::PerAppend => {
+                    let ticket = inner.store.append_awaited(&inner.header.id, seq, vec![row]);
                     if let Err(cause) = ccare_store::wait_blocking(ticket) {
                         shared.fence.get_or_insert(cause.clone());
                         return Err(AppendError::Fenced {

@@ -17,14 +17,26 @@
 //! `oneshot` once the operation's transaction has committed (or failed).
 //!
 //! The writer blocks for the first operation of a group, opens one `BEGIN IMMEDIATE`
-//! transaction, applies it, then keeps taking operations that are *already queued*
-//! (never waiting) and applies them in the same transaction, until the queue is
-//! momentarily empty, [`SqliteConfig::max_group_ops`] operations are in the group, or a
-//! flush is taken. Then it commits and resolves the group's tickets in queue order.
-//! It never lingers for more work, so a group commits well within
-//! [`SqliteConfig::commit_window_ms`] of its first operation (the window is only an
-//! upper bound, H-STORE-4); the batching comes from what piles up while the previous
-//! commit is syncing.
+//! transaction, applies it, then keeps taking operations that are already queued and
+//! applies them in the same transaction, until the queue is momentarily empty,
+//! [`SqliteConfig::max_group_ops`] operations are in the group, or a flush is taken.
+//! Then it commits and resolves the group's tickets in queue order.
+//!
+//! When the queue runs empty right after an *append*, the writer lingers once for
+//! [`SqliteStore::APPEND_LINGER`] and takes what arrived meanwhile: a session appending a burst of
+//! events is still mid-burst, and the caller that needs them durable sends a flush,
+//! which ends the group at once (so `append` + `flush` waits for one commit, not two).
+//! After any other operation (a KV write or a lease, whose callers await the ticket
+//! itself) and after [`Store::append_awaited`] it never lingers. Either way a group commits well within
+//! [`SqliteConfig::commit_window_ms`] of its first operation (H-STORE-4): lingering
+//! stops once the window has passed.
+//!
+//! Appends are checked when applied but written when the group commits
+//! (`sqlite/group.rs`): a group reads each session's head once, writes its appended rows
+//! with multi-row `INSERT`s and each moved head with one `UPDATE`, so an event costs a
+//! share of one statement instead of three. A database error while writing them fails
+//! the group like any other (every operation taken into it fails and nothing is
+//! written).
 //!
 //! Inside the group each operation first checks its preconditions (session exists,
 //! head, CAS version, limits) and writes only when they hold, so an operation that fails
@@ -54,6 +66,7 @@
 //! snapshot. Rows are checked: an event body must be UTF-8 TEXT and the seqs of a range
 //! must have no gap, else [`StoreError::Corrupt`].
 
+mod group;
 mod lease;
 
 use std::path::{Path, PathBuf};
@@ -61,7 +74,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ccare_core::SessionId;
 use rusqlite::types::ValueRef;
@@ -76,6 +89,7 @@ use crate::types::{
     Incarnation, KvEntry, KvPage, NewSession, ReadDirection, ReadRange, SessionQuery,
     SessionRecord, Store, StoreFuture, StoredEvent, Ticket,
 };
+use group::Pending;
 
 /// Where and how a [`SqliteStore`] keeps its data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +171,8 @@ enum Op {
         session: SessionId,
         expected: u64,
         events: Vec<StoredEvent>,
+        /// Whether the writer may linger after it (not when its caller awaits it).
+        linger: bool,
         reply: Reply<u64>,
     },
     KvCas {
@@ -218,6 +234,10 @@ impl SqliteStore {
     pub const SCHEMA_VERSION: i64 = 2;
     /// How long a connection waits for another connection's lock before failing.
     pub const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
+    /// How long the writer waits for more work when the queue runs empty right after an
+    /// append (see the module docs): about the time a busy session takes for a dozen
+    /// appends, and short beside one commit's fsync.
+    pub const APPEND_LINGER: Duration = Duration::from_micros(50);
 
     /// Opens (creating if missing) the database at `config.path`, sets it up and starts
     /// the writer thread. Blocking. Fails with `Backend` (naming the path) when the file
@@ -231,6 +251,7 @@ impl SqliteStore {
             conn,
             path: path.clone(),
             max_group_ops: config.max_group_ops.max(1),
+            commit_window: Duration::from_millis(config.commit_window_ms),
             failures: Failures::default(),
         };
         let handle = std::thread::Builder::new()
@@ -360,6 +381,23 @@ impl Store for SqliteStore {
             session,
             expected: expected_seq,
             events,
+            linger: true,
+            reply,
+        })
+    }
+
+    fn append_awaited(
+        &self,
+        session: &SessionId,
+        expected_seq: u64,
+        events: Vec<StoredEvent>,
+    ) -> Ticket<u64> {
+        let session = session.clone();
+        self.submit(|reply| Op::Append {
+            session,
+            expected: expected_seq,
+            events,
+            linger: false,
             reply,
         })
     }
@@ -493,6 +531,9 @@ const SCHEMA_PROBES: [&str; 4] = [
     lease::PROBE,
 ];
 
+/// How many prepared statements the writer connection keeps: more than it uses.
+const WRITER_STATEMENTS: usize = 64;
+
 fn open_writer(path: &Path) -> Result<Connection, StoreError> {
     let fail =
         |what: &str, err: rusqlite::Error| backend("open", path, format_args!("{what}: {err}"));
@@ -511,6 +552,8 @@ fn open_writer(path: &Path) -> Result<Connection, StoreError> {
     }
     conn.pragma_update(None, "synchronous", "FULL")
         .map_err(|err| fail("cannot set synchronous=FULL", err))?;
+    // Every statement the writer runs stays prepared (the multi-row inserts included).
+    conn.set_prepared_statement_cache_capacity(WRITER_STATEMENTS);
 
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -563,6 +606,8 @@ struct Writer {
     conn: Connection,
     path: PathBuf,
     max_group_ops: usize,
+    /// [`SqliteConfig::commit_window_ms`]: lingering stops once a group is this old.
+    commit_window: Duration,
     /// Failed writes since the last flush.
     failures: Failures,
 }
@@ -600,10 +645,13 @@ impl Writer {
             }
             Ok(tx) => {
                 let mut failure = None;
+                let mut pending = Pending::default();
+                let started = Instant::now();
                 let mut next = Some(first);
                 while let Some(op) = next.take() {
                     let is_flush = matches!(op, Op::Flush { .. });
-                    let (applied, failed) = apply(&tx, op);
+                    let linger = matches!(op, Op::Append { linger: true, .. });
+                    let (applied, failed) = apply(&tx, &mut pending, op);
                     done.push(applied);
                     if failed.is_some() {
                         failure = failed;
@@ -612,8 +660,25 @@ impl Writer {
                     if is_flush || done.len() >= self.max_group_ops {
                         break;
                     }
-                    // Empty or disconnected: commit now (the outer loop sees the end).
-                    next = queue.try_recv().ok();
+                    next = match queue.try_recv() {
+                        Ok(op) => Some(op),
+                        Err(mpsc::TryRecvError::Empty)
+                            if linger && started.elapsed() < self.commit_window =>
+                        {
+                            std::thread::sleep(SqliteStore::APPEND_LINGER);
+                            queue.try_recv().ok()
+                        }
+                        // Empty or disconnected: commit now (the outer loop sees the end).
+                        Err(_) => None,
+                    };
+                }
+                if failure.is_none()
+                    && let Err(failed) = pending.write(&tx)
+                {
+                    failure = Some(GroupFailure(format!(
+                        "append to session {}: cannot write {}: {}",
+                        failed.session, failed.what, failed.error
+                    )));
                 }
                 match failure {
                     Some(failure) => {
@@ -715,7 +780,7 @@ fn apply_failed(op: Op) -> Done {
 
 /// Applies one operation inside the group transaction. On a database error the
 /// returned result is a placeholder that `resolve` replaces with the group's failure.
-fn apply(conn: &Connection, op: Op) -> (Done, Option<GroupFailure>) {
+fn apply(conn: &Connection, pending: &mut Pending, op: Op) -> (Done, Option<GroupFailure>) {
     fn split<T>(
         result: Applied<T>,
         describe: impl FnOnce() -> String,
@@ -745,10 +810,9 @@ fn apply(conn: &Connection, op: Op) -> (Done, Option<GroupFailure>) {
             expected,
             events,
             reply,
+            ..
         } => {
-            let (result, failure) = split(append(conn, &session, expected, &events), || {
-                format!("append to session {session} at seq {expected}")
-            });
+            let (result, failure) = append(conn, pending, session, expected, events);
             (Done::Append(reply, result), failure)
         }
         Op::KvCas {
@@ -861,48 +925,71 @@ fn create_session(
     Ok(Ok(incarnation))
 }
 
+/// Appends `events` at `expected`. The head is read from the row once per group and
+/// kept in `pending`, which also takes the rows; both are written just before the group
+/// commits (`sqlite/group.rs`).
 fn append(
     conn: &Connection,
-    session: &SessionId,
+    pending: &mut Pending,
+    session: SessionId,
     expected: u64,
-    events: &[StoredEvent],
-) -> Applied<u64> {
-    let head_after = match check_seqs("append", session, expected, events) {
+    events: Vec<StoredEvent>,
+) -> (Result<u64, StoreError>, Option<GroupFailure>) {
+    let head_after = match check_seqs("append", &session, expected, &events) {
         Ok(head) => head,
-        Err(err) => return Ok(Err(err)),
+        Err(err) => return (Err(err), None),
     };
-    let stored = conn
-        .prepare_cached("SELECT head FROM sessions WHERE id = ?1")?
-        .query_row([session.as_str()], |row| Ok(uint(row.get_ref(0)?)))
-        .optional()?;
-    let head = match stored {
+    let head = match pending.head(&session) {
+        Some(head) => head,
         None => {
-            return Ok(Err(StoreError::UnknownSession {
-                session: session.clone(),
-            }));
+            let stored = conn
+                .prepare_cached("SELECT head FROM sessions WHERE id = ?1")
+                .and_then(|mut select| {
+                    select
+                        .query_row([session.as_str()], |row| Ok(uint(row.get_ref(0)?)))
+                        .optional()
+                });
+            match stored {
+                Err(err) => {
+                    return (
+                        Err(StoreError::Closed),
+                        Some(GroupFailure(format!(
+                            "append to session {session} at seq {expected}: {err}"
+                        ))),
+                    );
+                }
+                Ok(None) => return (Err(StoreError::UnknownSession { session }), None),
+                Ok(Some(None)) => {
+                    return (
+                        Err(StoreError::Corrupt {
+                            session,
+                            seq: None,
+                            detail: "the stored head is not a non-negative integer".into(),
+                        }),
+                        None,
+                    );
+                }
+                Ok(Some(Some(head))) => {
+                    pending.read_head(&session, head);
+                    head
+                }
+            }
         }
-        Some(None) => {
-            return Ok(Err(StoreError::Corrupt {
-                session: session.clone(),
-                seq: None,
-                detail: "the stored head is not a non-negative integer".into(),
-            }));
-        }
-        Some(Some(head)) => head,
     };
     if head != expected {
-        return Ok(Err(StoreError::Conflict {
-            session: session.clone(),
-            expected,
-            actual: head,
-        }));
+        return (
+            Err(StoreError::Conflict {
+                session,
+                expected,
+                actual: head,
+            }),
+            None,
+        );
     }
     if !events.is_empty() {
-        insert_events(conn, session, events)?;
-        conn.prepare_cached("UPDATE sessions SET head = ?2 WHERE id = ?1")?
-            .execute(params![session.as_str(), sql_int(head_after)])?;
+        pending.append(session, events, head_after);
     }
-    Ok(Ok(head_after))
+    (Ok(head_after), None)
 }
 
 fn kv_cas(

@@ -210,6 +210,19 @@ impl<S: Store> Store for FailingStore<S> {
         self.inner.append(session, expected_seq, events)
     }
 
+    fn append_awaited(
+        &self,
+        session: &SessionId,
+        expected_seq: u64,
+        events: Vec<StoredEvent>,
+    ) -> Ticket<u64> {
+        let texts: Vec<&str> = events.iter().map(|event| &*event.json).collect();
+        if let Some(error) = self.injected(Operation::Append, "append", &texts) {
+            return failed(error);
+        }
+        self.inner.append_awaited(session, expected_seq, events)
+    }
+
     fn kv_cas(
         &self,
         domain: &str,

@@ -144,6 +144,18 @@ pub trait Store: Send + Sync + 'static {
         events: Vec<StoredEvent>,
     ) -> Ticket<u64>;
 
+    /// [`Store::append`] for a caller that waits for this very ticket (every append
+    /// durable before it returns, `Durability::PerAppend`): a backend that batches
+    /// appends commits without waiting for more. The default is `append`.
+    fn append_awaited(
+        &self,
+        session: &SessionId,
+        expected_seq: u64,
+        events: Vec<StoredEvent>,
+    ) -> Ticket<u64> {
+        self.append(session, expected_seq, events)
+    }
+
     /// Writes (`Some`) or deletes (`None`) a KV row if its version equals
     /// `expected_version` (`None` = must not exist), else fails with `CasConflict`.
     /// Resolves to the new version (`None` after a delete).

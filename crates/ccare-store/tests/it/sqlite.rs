@@ -849,6 +849,91 @@ async fn h_store_4_flush_makes_prior_writes_durable() {
     );
 }
 
+/// H-STORE-4 with the writes a group defers to its commit (moved heads, multi-row
+/// inserts): appends to two sessions queued without awaiting, in batches of 1 to 130
+/// events (so the 64-row statements and every smaller size are used) with a stale
+/// append in the middle, land as if applied one by one: the stale one fails with
+/// `Conflict` and writes nothing, the others keep their order, bodies and heads, also
+/// after a reopen; an awaited append after them resolves to its head.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_4_deferred_group_writes_land_in_queue_order() {
+    let db = Db::new();
+    let (a, b) = (sid("deferred-a"), sid("deferred-b"));
+    drop(
+        db.store
+            .create_session(new_session("deferred-a", 1), Vec::new()),
+    );
+    drop(
+        db.store
+            .create_session(new_session("deferred-b", 2), numbered(0, 2, "b")),
+    );
+    let batches = [1_u64, 70, 1, 3, 130, 64, 5];
+    let (mut head_a, mut head_b) = (0_u64, 2_u64);
+    let mut tickets = Vec::new();
+    let mut stale = None;
+    for (index, count) in batches.iter().copied().enumerate() {
+        tickets.push((
+            db.store.append(&a, head_a, numbered(head_a, count, "a")),
+            head_a + count,
+        ));
+        head_a += count;
+        if index == 3 {
+            // Stale: `b` is already past seq 1.
+            stale = Some((db.store.append(&b, 1, numbered(1, 1, "stale")), head_b));
+        }
+        tickets.push((
+            db.store
+                .append(&b, head_b, numbered(head_b, count + 1, "b")),
+            head_b + count + 1,
+        ));
+        head_b += count + 1;
+    }
+    let awaited = db
+        .store
+        .append_awaited(&a, head_a, numbered(head_a, 1, "a"));
+    head_a += 1;
+    assert_eq!(awaited.await, Ok(head_a));
+    for (ticket, head) in tickets {
+        assert_eq!(ticket.await, Ok(head));
+    }
+    let (stale, actual) = stale.unwrap();
+    assert_eq!(
+        stale.await,
+        Err(StoreError::Conflict {
+            session: b.clone(),
+            expected: 1,
+            actual,
+        })
+    );
+    assert_eq!(actual, 77);
+    assert_eq!(db.store.flush().await, Ok(()));
+
+    let path = db.path();
+    drop(db.store);
+    let reopened = SqliteStore::open(SqliteConfig::new(&path)).unwrap();
+    assert_eq!(
+        reopened.read(&a, ReadRange::all()).await,
+        Ok(numbered(0, head_a, "a"))
+    );
+    assert_eq!(
+        reopened.read(&b, ReadRange::all()).await,
+        Ok(numbered(0, head_b, "b"))
+    );
+    let heads = (
+        reopened
+            .session(&a)
+            .await
+            .unwrap()
+            .map(|record| record.head),
+        reopened
+            .session(&b)
+            .await
+            .unwrap()
+            .map(|record| record.head),
+    );
+    assert_eq!(heads, (Some(head_a), Some(head_b)));
+}
+
 const ABORT_CHILD_ENV: &str = "CCARE_STORE_TEST_ABORT_CHILD_DB";
 
 /// H-STORE-4 across a crash: a child process appends, flushes, prints a marker and
