@@ -79,7 +79,8 @@ my %rows;
 for my $key (keys %ran) {
     my ($crate, $bench) = split m{/}, $key;
     open my $log, "<", "$out/$crate.$bench.txt" or next;
-    my (@path, $last, $want_alloc);
+    my (@path, $last, $want_alloc, $profiled);
+    my @bench_rows;
     while (my $line = <$log>) {
         chomp $line;
         if ($line =~ /= ([\d.]+)x JSON/) { $rows{"$key:memory"} = $1 }
@@ -93,9 +94,10 @@ for my $key (keys %ran) {
             my $time = time_of($fields[-4]);
             next unless defined $time;
             $last = $rows{"$key/" . join("/", @path)} = { time => $time };
+            push @bench_rows, $last;
             $want_alloc = 0;
         } elsif (defined $last && @fields >= 5) {
-            if ($line =~ /\balloc:/) { $want_alloc = 1; next }
+            if ($line =~ /\balloc:/) { $want_alloc = 1; $profiled = 1; next }
             if ($want_alloc) {
                 my $count = count_of($fields[-4]);
                 $last->{allocs} = $count if defined $count;
@@ -106,6 +108,9 @@ for my $key (keys %ran) {
             $last->{rate} //= $rate if defined $rate;
         }
     }
+    # divan prints no alloc lines for a row that allocated nothing: in a bench that
+    # counts allocations, such a row made 0.
+    if ($profiled) { $_->{allocs} //= 0 for @bench_rows }
 }
 
 sub row { my ($key) = @_; return $rows{$key} }

@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::automaton::{PhraseAutomaton, ScanState};
+use super::lines::LineWindow;
 use super::text::prefix_within_units;
-use super::view::LineWindow;
 
 /// The UTF-16 units of a line a line-repeat report names (SW-4 `line[0..40]`).
 pub const REPORTED_LINE_UNITS: usize = 40;
@@ -81,18 +82,23 @@ pub(crate) fn line_repeat(window: &LineWindow, params: &LineRepeatParams) -> Opt
     if total == 0 || total < params.min_lines {
         return None;
     }
-    let (worst, count) = window.worst()?;
+    // The worst line's count is the window's highest count, known without a scan; the
+    // worst line itself is looked up only when it hits.
+    let count = window.max_count();
     let by_count = count >= params.min_count && ratio(count, total) >= params.min_ratio;
-    let (run_line, longest, worst_run) = window.runs(Some(worst))?;
     let (line, count, run) = if by_count {
+        let (worst, count) = window.worst()?;
+        let (_, _, worst_run) = window.runs(Some(worst))?;
         (worst, count, worst_run)
-    } else if longest >= params.min_run {
-        (run_line, window.count(run_line), longest)
     } else {
-        return None;
+        let (run_line, longest, _) = window.runs(None)?;
+        if longest < params.min_run {
+            return None;
+        }
+        (run_line, window.count_of(run_line), longest)
     };
     Some(Evidence::LineRepeat(LineRepeatReport {
-        line: prefix_within_units(line, REPORTED_LINE_UNITS).to_owned(),
+        line: prefix_within_units(window.text(line), REPORTED_LINE_UNITS).to_owned(),
         count,
         total,
         ratio: (ratio(count, total) * 100.0).round() / 100.0,
@@ -105,22 +111,18 @@ fn ratio(count: usize, total: usize) -> f64 {
     count as f64 / total as f64
 }
 
-/// A validated, non-empty-phrase list with what a scan needs: the first character of
-/// each phrase and the carry length (longest phrase − 1, in characters).
+/// A validated, non-empty-phrase list with what a scan needs: its automaton and the
+/// carry length (longest phrase − 1, in characters).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PhraseList {
     phrases: Box<[Box<str>]>,
-    first_chars: Box<[char]>,
+    automaton: PhraseAutomaton,
     carry_chars: usize,
 }
 
 impl PhraseList {
     /// Builds the list; every phrase must be non-empty (validated by the config).
     pub(crate) fn new(phrases: &[String]) -> Self {
-        let first_chars = phrases
-            .iter()
-            .map(|phrase| phrase.chars().next().unwrap_or('\0'))
-            .collect();
         let longest = phrases
             .iter()
             .map(|phrase| phrase.chars().count())
@@ -131,7 +133,7 @@ impl PhraseList {
                 .iter()
                 .map(|phrase| phrase.as_str().into())
                 .collect(),
-            first_chars,
+            automaton: PhraseAutomaton::new(phrases.iter().map(String::as_str)),
             carry_chars: longest.saturating_sub(1),
         }
     }
@@ -141,75 +143,43 @@ impl PhraseList {
         self.phrases.get(index).map_or("", |phrase| phrase)
     }
 
-    /// How many characters a scan carries between deltas: the longest phrase − 1.
+    /// How many characters a windowed scan reads before its new text: the longest
+    /// phrase − 1, so an occurrence that ends in the new text is seen whole.
     pub(crate) fn carry_chars(&self) -> usize {
         self.carry_chars
     }
 
     /// The phrase occurrence in `haystack` that ends earliest after byte `from`, ties
     /// going to the first listed: `(end byte, phrase index)`. Occurrences ending at or
-    /// before `from` were judged by an earlier scan. O(|haystack| × phrases) with a
-    /// first-character filter; the haystack is a carry plus new text.
+    /// before `from` were judged by an earlier scan. O(|haystack|).
     pub(crate) fn earliest_after(&self, haystack: &str, from: usize) -> Option<(usize, usize)> {
-        let mut best: Option<(usize, usize)> = None;
-        for (start, ch) in haystack.char_indices() {
-            if best.is_some_and(|(end, _)| start >= end) {
-                break;
-            }
-            let rest = haystack.get(start..).unwrap_or_default();
-            for (index, phrase) in self.phrases.iter().enumerate() {
-                if self.first_chars.get(index) != Some(&ch) || !rest.starts_with(&**phrase) {
-                    continue;
-                }
-                let end = start + phrase.len();
-                if end > from && best.is_none_or(|best| (end, index) < best) {
-                    best = Some((end, index));
-                }
-            }
-        }
-        best
+        let mut state = self.automaton.start();
+        self.automaton.feed_after(&mut state, haystack, from)
     }
 }
 
-/// The carry of an incremental `marker`/`phrase` scan: the last `carry_chars`
-/// characters of the text read so far, so an occurrence split over deltas is found.
-/// Cost per delta O(|delta| + longest phrase) (SW-3).
+/// An incremental `marker`/`phrase` scan: the automaton state the text read so far
+/// leaves, which stands for the spec's carry of the last `longest − 1` characters
+/// (SW-4), so an occurrence split over deltas is found. Cost per delta O(|delta|),
+/// nothing copied (SW-3).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct PhraseScan {
-    carry: String,
-    scratch: String,
+    state: ScanState,
 }
 
 impl PhraseScan {
     /// Reads one delta; returns the first hit as `(end byte in delta, phrase index)`.
     pub(crate) fn feed(&mut self, list: &PhraseList, delta: &str) -> Option<(usize, usize)> {
-        self.scratch.clear();
-        self.scratch.push_str(&self.carry);
-        self.scratch.push_str(delta);
-        let from = self.carry.len();
-        let hit = list
-            .earliest_after(&self.scratch, from)
-            .map(|(end, index)| (end - from, index));
-        let keep = list.carry_chars();
-        let cut = if keep == 0 {
-            self.scratch.len()
-        } else {
-            self.scratch
-                .char_indices()
-                .rev()
-                .nth(keep - 1)
-                .map_or(0, |(index, _)| index)
-        };
-        self.carry.clear();
-        self.carry
-            .push_str(self.scratch.get(cut..).unwrap_or_default());
-        hit
+        list.automaton.feed(&mut self.state, delta)
     }
 
-    /// How many characters are carried now (at most the longest phrase − 1).
+    /// How many characters are carried now (at most the longest phrase − 1: a state
+    /// that ends the longest phrase can only go on through a shorter suffix).
     #[cfg(test)]
-    pub(crate) fn carried_chars(&self) -> usize {
-        self.carry.chars().count()
+    pub(crate) fn carried_chars(&self, list: &PhraseList) -> usize {
+        list.automaton
+            .carried_chars(self.state)
+            .min(list.carry_chars())
     }
 }
 
@@ -230,7 +200,7 @@ mod tests {
         for _ in 0..10_000 {
             assert_eq!(scan.feed(&marker, "ab,cd"), None);
         }
-        assert!(scan.carried_chars() <= 4);
+        assert!(scan.carried_chars(&marker) <= 4);
         let mut hits = 0;
         for delta in ["AB", "XY", "Z", "ZY", "CD", "XYZZY"] {
             hits += usize::from(scan.feed(&marker, delta).is_some());

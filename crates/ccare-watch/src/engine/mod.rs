@@ -27,8 +27,10 @@
 //! ```
 
 mod action;
+mod automaton;
 mod config;
 mod detect;
+mod lines;
 mod policy;
 mod text;
 mod view;
@@ -42,16 +44,15 @@ pub use config::{
     PhraseParams, Scope, TIME_ANXIETY_PHRASES, Trigger, TriggerConfig, TriggerError, Triggers,
 };
 pub use detect::{Evidence, LineRepeatParams, LineRepeatReport, REPORTED_LINE_UNITS};
+pub use lines::LineWindow;
 pub use policy::{LoopPolicy, MAX_AUTO_RESUME, NoticeDecision};
-pub use view::{
-    LINE_LIMIT, LINE_WINDOW, LineWindow, MIN_LINE_LEN, TEXT_LIMIT, View, WINDOWED_EVERY,
-};
+pub use view::{LINE_LIMIT, LINE_WINDOW, MIN_LINE_LEN, TEXT_LIMIT, View, WINDOWED_EVERY};
 
 pub(crate) use text::{js_trim, prefix_within_units, utf16_len};
 
 use config::Detector;
 use detect::{PhraseList, PhraseScan, line_repeat};
-use text::suffix_within_units;
+use text::{scan_delta, suffix_within_units};
 
 /// How many recent firings a watch keeps for display (SW-7 "≤40 kept").
 pub const RECENT_FIRINGS: usize = 40;
@@ -91,6 +92,9 @@ struct TriggerState {
     controls: Controls,
     /// Per action: used in this attempt (marked before it runs, SW-7).
     fired: Box<[bool]>,
+    /// One of its actions is enabled and unused: kept in step with `controls` and
+    /// `fired`, so the per-delta check reads one flag.
+    armed: bool,
     attempt: AttemptState,
 }
 
@@ -103,14 +107,16 @@ impl TriggerState {
                 enabled: vec![true; actions].into(),
             },
             fired: vec![false; actions].into(),
+            armed: actions > 0,
             attempt: AttemptState::default(),
         }
     }
 
     /// Clears the per-attempt state and the fired marks.
     fn reset(&mut self) {
-        self.attempt = AttemptState::default();
+        self.attempt.clear();
         self.fired.iter_mut().for_each(|fired| *fired = false);
+        self.armed = self.compute_armed();
     }
 
     /// Applies controls; a change resets the trigger without replay (SW-7).
@@ -135,6 +141,10 @@ impl TriggerState {
 
     /// Evaluated only while one of its actions is enabled and unused (SW-7).
     fn is_armed(&self) -> bool {
+        self.armed
+    }
+
+    fn compute_armed(&self) -> bool {
         self.controls
             .enabled
             .iter()
@@ -144,6 +154,13 @@ impl TriggerState {
 }
 
 impl AttemptState {
+    /// Clears it as at the start of an attempt, keeping the view's buffers.
+    fn clear(&mut self) {
+        self.scan = PhraseScan::default();
+        self.view.clear();
+        self.since_check = 0;
+    }
+
     /// Reads one delta for `trigger`; the first hit as `(end byte in delta, evidence)`.
     fn feed(&mut self, trigger: &Trigger, delta: &str) -> Option<(usize, Evidence)> {
         match (trigger.detector(), trigger.every_chars()) {
@@ -175,6 +192,13 @@ impl AttemptState {
         every: usize,
         delta: &str,
     ) -> Option<(usize, Evidence)> {
+        let scan = scan_delta(delta);
+        if self.since_check + scan.units < every {
+            // No check falls in this delta.
+            self.view.push_scanned(delta, scan);
+            self.since_check += scan.units;
+            return None;
+        }
         let mut offset = 0;
         while let Some(rest) = delta.get(offset..).filter(|rest| !rest.is_empty()) {
             let (bytes, units) = split_at_units(rest, every.saturating_sub(self.since_check));
@@ -201,8 +225,8 @@ fn judge_view(detector: &Detector, view: &View, new_units: usize) -> Option<Evid
         Detector::LineRepeat(params) => line_repeat(view.lines(), params),
         Detector::Phrases { list, marker } => {
             let text = view.recent_text(new_units + 2 * list.carry_chars());
-            let from = text.len() - suffix_within_units(&text, new_units).len();
-            list.earliest_after(&text, from)
+            let from = text.len() - suffix_within_units(text, new_units).len();
+            list.earliest_after(text, from)
                 .map(|(_, index)| phrase_evidence(list, index, *marker))
         }
     }
@@ -245,7 +269,33 @@ fn reads(scope: Scope, source: Scope) -> bool {
 pub struct StreamWatch {
     triggers: Triggers,
     states: Vec<TriggerState>,
+    readers: Readers,
     recent: VecDeque<FiringRecord>,
+}
+
+/// The triggers that read each source, in trigger order: a delta visits only its own.
+#[derive(Debug, Clone)]
+struct Readers {
+    text: Box<[usize]>,
+    reasoning: Box<[usize]>,
+}
+
+impl Readers {
+    fn new(triggers: &Triggers) -> Self {
+        let of = |source| {
+            triggers
+                .as_slice()
+                .iter()
+                .enumerate()
+                .filter(|(_, trigger)| reads(trigger.scope(), source))
+                .map(|(index, _)| index)
+                .collect()
+        };
+        Self {
+            text: of(Scope::Text),
+            reasoning: of(Scope::Reasoning),
+        }
+    }
 }
 
 impl StreamWatch {
@@ -253,6 +303,7 @@ impl StreamWatch {
     pub fn new(triggers: Triggers) -> Self {
         let states = triggers.as_slice().iter().map(TriggerState::new).collect();
         Self {
+            readers: Readers::new(&triggers),
             triggers,
             states,
             recent: VecDeque::new(),
@@ -278,15 +329,18 @@ impl StreamWatch {
         if delta.is_empty() {
             return Vec::new();
         }
+        let readers = match source {
+            Scope::Text => &self.readers.text,
+            _ => &self.readers.reasoning,
+        };
+        let triggers = self.triggers.as_slice();
         let mut hits = Vec::new();
-        for (index, (trigger, state)) in self
-            .triggers
-            .as_slice()
-            .iter()
-            .zip(self.states.iter_mut())
-            .enumerate()
-        {
-            if !reads(trigger.scope(), source) || !state.is_armed() {
+        for &index in readers.iter() {
+            let (Some(trigger), Some(state)) = (triggers.get(index), self.states.get_mut(index))
+            else {
+                continue;
+            };
+            if !state.is_armed() {
                 continue;
             }
             if let Some((offset, evidence)) = state.attempt.feed(trigger, delta) {
@@ -318,6 +372,7 @@ impl StreamWatch {
                 actions.push(action.clone());
             }
         }
+        state.armed = state.compute_armed();
         let firing = Firing {
             trigger: Arc::clone(trigger.shared_id()),
             epoch: Arc::clone(&state.controls.epoch),

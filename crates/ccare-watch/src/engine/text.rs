@@ -16,6 +16,32 @@ pub(crate) fn utf16_len(text: &str) -> usize {
         .sum()
 }
 
+/// What a view needs to know of a delta before it keeps it, in one pass over its
+/// bytes: its length in UTF-16 units and whether it holds a `\n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DeltaScan {
+    /// The length in UTF-16 units (see [`utf16_len`]).
+    pub(crate) units: usize,
+    /// Whether it holds a `\n`.
+    pub(crate) newline: bool,
+}
+
+/// Scans a delta once: its UTF-16 length and whether it holds a `\n`. A plain byte
+/// loop: deltas are a few bytes, where a vectorized count costs more than it saves.
+pub(crate) fn scan_delta(text: &str) -> DeltaScan {
+    let mut units = 0;
+    let mut newline = false;
+    for &byte in text.as_bytes() {
+        units += match byte {
+            0x80..=0xBF => 0,
+            0xF0..=0xFF => 2,
+            _ => 1,
+        };
+        newline |= byte == b'\n';
+    }
+    DeltaScan { units, newline }
+}
+
 /// The longest suffix of `text` that fits in `limit` UTF-16 units, cut at a character
 /// boundary (a pair is never split, so the result may be one unit short of `limit`).
 pub(crate) fn suffix_within_units(text: &str, limit: usize) -> &str {
@@ -69,6 +95,15 @@ mod tests {
         assert_eq!(utf16_len("时间"), 2);
         assert_eq!(utf16_len("a😀b"), 4);
         assert_eq!(utf16_len("é"), "é".encode_utf16().count());
+    }
+
+    #[test]
+    fn gen_1_scan_delta_counts_like_utf16_len() {
+        for text in ["", "abc", "时间\n", "a😀b", "\n", "é\r\n😀"] {
+            let scan = scan_delta(text);
+            assert_eq!(scan.units, text.encode_utf16().count(), "{text:?}");
+            assert_eq!(scan.newline, text.contains('\n'), "{text:?}");
+        }
     }
 
     #[test]

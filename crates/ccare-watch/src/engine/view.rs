@@ -2,10 +2,10 @@
 //! lines with their counts, and the open line. Every operation costs O(|delta|) or
 //! O(`LINE_WINDOW`), never the accumulated text (SW-3).
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
+use std::collections::VecDeque;
 
-use super::text::{js_trim, suffix_within_units, utf16_len};
+use super::lines::LineWindow;
+use super::text::{DeltaScan, js_trim, scan_delta, suffix_within_units, utf16_len};
 
 /// The most text a view keeps, in UTF-16 units (SW-2).
 pub const TEXT_LIMIT: usize = 16_384;
@@ -18,15 +18,36 @@ pub const LINE_LIMIT: usize = 4_096;
 /// The default `everyChars` of a windowed trigger: new UTF-16 units between checks (SW-2).
 pub const WINDOWED_EVERY: usize = 300;
 
-/// One kept piece of streamed text with its length in UTF-16 units.
-#[derive(Debug, Clone)]
+/// One kept piece of streamed text: its length in bytes and in UTF-16 units. The
+/// pieces lie back to back in the view's buffer. A kept piece has at most
+/// `TEXT_LIMIT` units, so at most 4 × `TEXT_LIMIT` bytes: `u32` holds both, and the
+/// small entry keeps the ring of thousands of chunks in few cache lines.
+#[derive(Debug, Clone, Copy)]
 struct TextChunk {
-    text: Box<str>,
-    units: usize,
+    bytes: u32,
+    units: u32,
 }
+
+impl TextChunk {
+    fn bytes(self) -> usize {
+        self.bytes as usize
+    }
+
+    fn units(self) -> usize {
+        self.units as usize
+    }
+}
+
+/// Below this many dropped bytes the buffer is not compacted: moving a few bytes
+/// often costs more than keeping them.
+const MIN_COMPACT: usize = 4_096;
 
 /// The streamed text one trigger sees (SW-2): kept as chunks and never concatenated,
 /// split into lines at `\n`, with an 80-line window of the recent ones.
+///
+/// The chunks lie back to back in one buffer that is compacted in place once the
+/// dropped text outweighs the kept, so a delta costs O(|delta|) amortized and, once
+/// the buffers have grown, allocates nothing (SW-3).
 ///
 /// ```
 /// use ccare_watch::engine::View;
@@ -38,6 +59,9 @@ struct TextChunk {
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct View {
+    /// The kept text is `buffer[start..]`: the chunks, oldest first.
+    buffer: String,
+    start: usize,
     chunks: VecDeque<TextChunk>,
     text_units: usize,
     /// The open line; may hold up to twice `LINE_LIMIT` units, cut lazily so that a
@@ -60,23 +84,42 @@ impl View {
     /// ends the open line: the line (its last `LINE_LIMIT` units) is trimmed and joins
     /// the window if it has at least `MIN_LINE_LEN` units.
     pub fn push(&mut self, delta: &str) -> usize {
+        self.push_scanned(delta, scan_delta(delta))
+    }
+
+    /// [`View::push`] of a delta the caller already scanned.
+    pub(crate) fn push_scanned(&mut self, delta: &str, scan: DeltaScan) -> usize {
         if delta.is_empty() {
             return 0;
         }
-        self.push_text(delta);
-        let mut joined = 0;
-        for piece in delta.split_inclusive('\n') {
-            match piece.strip_suffix('\n') {
-                Some(rest) => {
-                    self.extend_open_line(rest);
-                    if self.end_line() {
-                        joined += 1;
-                    }
-                }
-                None => self.extend_open_line(piece),
-            }
+        self.push_text(delta, scan.units);
+        if !scan.newline {
+            self.extend_open_line(delta, scan.units);
+            return 0;
         }
+        let mut joined = 0;
+        let mut rest = delta;
+        while let Some(at) = rest.bytes().position(|byte| byte == b'\n') {
+            let line = rest.get(..at).unwrap_or_default();
+            self.extend_open_line(line, utf16_len(line));
+            if self.end_line() {
+                joined += 1;
+            }
+            rest = rest.get(at + 1..).unwrap_or_default();
+        }
+        self.extend_open_line(rest, utf16_len(rest));
         joined
+    }
+
+    /// Empties the view, as at the start of an attempt, keeping its buffers.
+    pub(crate) fn clear(&mut self) {
+        self.buffer.clear();
+        self.start = 0;
+        self.chunks.clear();
+        self.text_units = 0;
+        self.open_line.clear();
+        self.open_units = 0;
+        self.lines.clear();
     }
 
     /// The kept text's length in UTF-16 units.
@@ -86,7 +129,14 @@ impl View {
 
     /// The kept text, oldest chunk first.
     pub fn chunks(&self) -> impl Iterator<Item = &str> {
-        self.chunks.iter().map(|chunk| &*chunk.text)
+        self.chunks.iter().scan(self.start, |at, chunk| {
+            let text = self
+                .buffer
+                .get(*at..*at + chunk.bytes())
+                .unwrap_or_default();
+            *at += chunk.bytes();
+            Some(text)
+        })
     }
 
     /// The open line: its last `LINE_LIMIT` units, not trimmed.
@@ -99,51 +149,46 @@ impl View {
         &self.lines
     }
 
-    /// The kept text's last `units` UTF-16 units (whole characters), copied: what a
-    /// windowed text detector reads at a check. O(`units`).
-    pub(crate) fn recent_text(&self, units: usize) -> String {
-        let mut taken = Vec::new();
-        let mut remaining = units;
-        for chunk in self.chunks.iter().rev() {
-            if remaining == 0 {
-                break;
-            }
-            if chunk.units <= remaining {
-                taken.push(&*chunk.text);
-                remaining -= chunk.units;
-            } else {
-                taken.push(suffix_within_units(&chunk.text, remaining));
-                remaining = 0;
-            }
-        }
-        taken.iter().rev().copied().collect()
+    /// The kept text's last `units` UTF-16 units (whole characters): what a windowed
+    /// text detector reads at a check. O(`units`), nothing copied.
+    pub(crate) fn recent_text(&self, units: usize) -> &str {
+        suffix_within_units(self.buffer.get(self.start..).unwrap_or_default(), units)
     }
 
-    fn push_text(&mut self, delta: &str) {
-        let mut units = utf16_len(delta);
-        let mut kept = delta;
-        if units > TEXT_LIMIT {
-            kept = suffix_within_units(delta, TEXT_LIMIT);
-            units = utf16_len(kept);
+    fn push_text(&mut self, delta: &str, units: usize) {
+        let (kept, units) = if units > TEXT_LIMIT {
+            let kept = suffix_within_units(delta, TEXT_LIMIT);
+            (kept, utf16_len(kept))
+        } else {
+            (delta, units)
+        };
+        if self.start >= MIN_COMPACT && self.start >= self.buffer.len() - self.start {
+            self.buffer.drain(..self.start);
+            self.start = 0;
         }
+        let (Ok(bytes32), Ok(units32)) = (u32::try_from(kept.len()), u32::try_from(units)) else {
+            return;
+        };
+        self.buffer.push_str(kept);
         self.chunks.push_back(TextChunk {
-            text: kept.into(),
-            units,
+            bytes: bytes32,
+            units: units32,
         });
         self.text_units += units;
         while self.text_units > TEXT_LIMIT && self.chunks.len() > 1 {
             if let Some(oldest) = self.chunks.pop_front() {
-                self.text_units -= oldest.units;
+                self.text_units -= oldest.units();
+                self.start += oldest.bytes();
             }
         }
     }
 
-    fn extend_open_line(&mut self, piece: &str) {
+    fn extend_open_line(&mut self, piece: &str, units: usize) {
         if piece.is_empty() {
             return;
         }
         self.open_line.push_str(piece);
-        self.open_units += utf16_len(piece);
+        self.open_units += units;
         if self.open_units > 2 * LINE_LIMIT {
             let kept = suffix_within_units(&self.open_line, LINE_LIMIT);
             let cut = self.open_line.len() - kept.len();
@@ -154,7 +199,12 @@ impl View {
 
     /// Ends the open line at a `\n`; true if it joined the window.
     fn end_line(&mut self) -> bool {
-        let line = js_trim(suffix_within_units(&self.open_line, LINE_LIMIT));
+        let whole = if self.open_units <= LINE_LIMIT {
+            self.open_line.as_str()
+        } else {
+            suffix_within_units(&self.open_line, LINE_LIMIT)
+        };
+        let line = js_trim(whole);
         let joins = utf16_len(line) >= MIN_LINE_LEN;
         if joins {
             self.lines.push(line);
@@ -162,122 +212,5 @@ impl View {
         self.open_line.clear();
         self.open_units = 0;
         joins
-    }
-}
-
-/// How often a line is in the window and when its key was inserted (for ties).
-#[derive(Debug, Clone, Copy)]
-struct LineStat {
-    count: usize,
-    inserted: u64,
-}
-
-/// The last `LINE_WINDOW` lines with synced counts (SW-2): a line's count is how often
-/// it is in the window, and a key whose count drops to 0 is deleted, so a line that
-/// comes back is inserted anew (this is the insertion order ties go by, SW-4).
-///
-/// Identical lines in the window share one allocation, so runs compare by pointer.
-#[derive(Debug, Clone, Default)]
-pub struct LineWindow {
-    order: VecDeque<Arc<str>>,
-    stats: HashMap<Arc<str>, LineStat>,
-    next_insert: u64,
-}
-
-impl LineWindow {
-    /// How many lines are in the window (at most `LINE_WINDOW`).
-    pub fn len(&self) -> usize {
-        self.order.len()
-    }
-
-    /// Whether the window has no line yet.
-    pub fn is_empty(&self) -> bool {
-        self.order.is_empty()
-    }
-
-    /// The lines in the window, oldest first.
-    pub fn iter(&self) -> impl Iterator<Item = &str> {
-        self.order.iter().map(|line| &**line)
-    }
-
-    /// How often `line` is in the window (0 if it has no key).
-    pub fn count(&self, line: &str) -> usize {
-        self.stats.get(line).map_or(0, |stat| stat.count)
-    }
-
-    /// How many distinct lines have a key; every key has a count of at least 1.
-    pub fn distinct(&self) -> usize {
-        self.stats.len()
-    }
-
-    /// The window's lines with their counts, each distinct line once, in no order.
-    pub fn counts(&self) -> impl Iterator<Item = (&str, usize)> {
-        self.stats.iter().map(|(line, stat)| (&**line, stat.count))
-    }
-
-    /// Adds a line and evicts the oldest beyond `LINE_WINDOW`, keeping counts in sync.
-    pub(crate) fn push(&mut self, line: &str) {
-        let key = match self.stats.get_key_value(line) {
-            Some((key, _)) => Arc::clone(key),
-            None => Arc::from(line),
-        };
-        let next_insert = &mut self.next_insert;
-        let stat = self.stats.entry(Arc::clone(&key)).or_insert_with(|| {
-            *next_insert += 1;
-            LineStat {
-                count: 0,
-                inserted: *next_insert,
-            }
-        });
-        stat.count += 1;
-        self.order.push_back(key);
-        while self.order.len() > LINE_WINDOW {
-            if let Some(oldest) = self.order.pop_front() {
-                self.decrement(&oldest);
-            }
-        }
-    }
-
-    fn decrement(&mut self, line: &Arc<str>) {
-        let emptied = match self.stats.get_mut(line) {
-            Some(stat) => {
-                stat.count = stat.count.saturating_sub(1);
-                stat.count == 0
-            }
-            None => false,
-        };
-        if emptied {
-            self.stats.remove(line);
-        }
-    }
-
-    /// The worst line (SW-4): the highest count, ties going to the earliest inserted key.
-    pub(crate) fn worst(&self) -> Option<(&Arc<str>, usize)> {
-        self.stats
-            .iter()
-            .min_by_key(|(_, stat)| (std::cmp::Reverse(stat.count), stat.inserted))
-            .map(|(line, stat)| (line, stat.count))
-    }
-
-    /// The longest run of identical adjacent lines in the window (ties to the earliest)
-    /// and, if `of` is given, the longest run of that line: `(line, run, run_of)`.
-    pub(crate) fn runs(&self, of: Option<&Arc<str>>) -> Option<(&Arc<str>, usize, usize)> {
-        let mut best: Option<(&Arc<str>, usize)> = None;
-        let mut best_of = 0;
-        let mut current: Option<(&Arc<str>, usize)> = None;
-        for line in &self.order {
-            let run = match current {
-                Some((previous, run)) if Arc::ptr_eq(previous, line) => run + 1,
-                _ => 1,
-            };
-            current = Some((line, run));
-            if best.is_none_or(|(_, longest)| run > longest) {
-                best = Some((line, run));
-            }
-            if of.is_some_and(|wanted| Arc::ptr_eq(wanted, line)) {
-                best_of = best_of.max(run);
-            }
-        }
-        best.map(|(line, run)| (line, run, best_of))
     }
 }
