@@ -4,8 +4,33 @@
 //! Planning is what a boundary does before any summary call: price every surface
 //! message on the frozen basis (the nodes of `range_nodes`), then select and rank the
 //! candidate ranges (`range::propose`); `memo_key_10k` adds the memo key it computes
-//! next (CC-MNT-5). The session is a realistic mix: prompts,
+//! next (CC-MNT-5). `plan_10k` prices every message afresh (a process's first plan of
+//! a long session, the issue 7 target); `plan_10k_cached` is the plan after a
+//! boundary, whose prices come from the session's price cache (issue 14). The session is a realistic mix: prompts,
 //! replies, tool calls with their results (a few long), and status notices.
+//!
+//! Issue 14 targets 1 and 2, the full context-care boundary (journal flush, freeze,
+//! measure, notice) as the host runs it after its pre-step chain, each iteration on a
+//! session with exactly one new message in its log since the previous boundary (the
+//! message is appended untimed, so the boundary is the first to see the new head):
+//! - `boundary_10k` / `boundary_1k`: a 10,000 / 1,000-message session whose journal
+//!   holds one settled conversation request per 4 messages (what such a session has
+//!   made), mounted with `quiet_start = false` so that both sizes take the same path:
+//!   every boundary renders and prices its status notice (the setup checks that it
+//!   returns one; the bench does not log it, so the next one renders it again).
+//!   Targets: `boundary_10k` <= 1 ms, `boundary_10k / boundary_1k` <= 1.5. (With the
+//!   default quiet start, a 1,000-message session is at its calm start and appends
+//!   no notice while a 10,000-message one is not: the two rows would time different
+//!   work.)
+//! - `boundary_1000_sessions` / `boundary_1_session`: the 1,000-message session with
+//!   1,000 other sessions (20 journal records each) in the store, and with 1, with the
+//!   default configuration: each boundary also decides the quiet start, which reads
+//!   what the session's journal holds (the setup checks that it stays quiet). Target:
+//!   their ratio <= 1.2.
+//!
+//! The journal rows are written as a store from before issue 14 holds them (keys
+//! `call_<callId>`, no session index), so the same bench measures both layouts; the
+//! plugin's first boundary (in setup, untimed) opens the journal.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use ccare_care::config::RangeStrategy;
@@ -13,6 +38,8 @@ use ccare_care::pricing::{FileTexts, FrozenPricing, ImagePricing, PricingBasis};
 use ccare_care::range::{NodeKind, RangeNode, RankInput, propose};
 use ccare_core::{ContentBlock, Message, ToolCallBlock, ToolResultBlock};
 use ccare_meter::{Meter, MeterConfig};
+use ccare_session::Session;
+use std::sync::{Arc, OnceLock};
 
 fn main() {
     divan::main();
@@ -130,6 +157,51 @@ fn priced(messages: &[(Message, NodeKind)]) -> Vec<RangeNode> {
         .collect()
 }
 
+/// Planning as the plugin plans after a boundary (`range_nodes::nodes`): the
+/// surface's prices come from the session's price cache, which the boundary filled
+/// (here: filled once in setup), so only the selection and ranking remain.
+#[divan::bench]
+fn plan_10k_cached(bencher: divan::Bencher) {
+    let messages = session(10_000);
+    let surface: Vec<ccare_session::DerivedMessage> = messages
+        .iter()
+        .enumerate()
+        .map(|(seq, (message, kind))| ccare_session::DerivedMessage {
+            seq: seq as u64,
+            role: match kind {
+                NodeKind::Assistant => ccare_core::Role::Assistant,
+                _ => ccare_core::Role::User,
+            },
+            message: Arc::new(message.clone()),
+        })
+        .collect();
+    let (meter, frozen) = frozen();
+    let mut cache = ccare_care::pricing::PriceCache::new();
+    {
+        let pricer = frozen.pricer(&meter).unwrap();
+        cache.surface_total(&pricer, 0, &surface).unwrap();
+    }
+    bencher.bench_local(|| {
+        let pricer = frozen.pricer(&meter).unwrap();
+        let scale = pricer.text_scale();
+        let prices = cache.surface_prices(&pricer, 0, &surface).unwrap();
+        let nodes: Vec<RangeNode> = messages
+            .iter()
+            .zip(prices)
+            .enumerate()
+            .map(|(seq, ((message, kind), price))| RangeNode {
+                seq: seq as u64,
+                tokens: price.ceil(scale),
+                kind: *kind,
+                tool_calls: u32::from(matches!(message.content[0], ContentBlock::ToolCall(_))),
+                tool_results: u32::from(matches!(message.content[0], ContentBlock::ToolResult(_))),
+            })
+            .collect();
+        let load: u64 = nodes.iter().map(|node| node.tokens).sum();
+        propose(&nodes, &rank_input(load)).unwrap()
+    });
+}
+
 /// The pricing half alone: every message through the meter.
 #[divan::bench]
 fn price_10k(bencher: divan::Bencher) {
@@ -214,4 +286,304 @@ fn memo_setup() -> (
         })
         .collect();
     (selected, ccare_care::config::SummaryConfig::default())
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// A mounted context-care on a host over an in-memory store, one session of
+/// `messages` messages (the `session` mix, as user messages), and a journal as a
+/// session of that length leaves it, plus `others` other sessions' records.
+struct BoundaryRig {
+    _kit: ccare_agent::testing::TestHost,
+    care: ccare_care::ContextCare,
+    session: Session,
+    hook: ccare_agent::HookContext,
+    mix: Vec<(Message, NodeKind)>,
+    next: usize,
+}
+
+fn user_draft(message: &Message) -> ccare_core::EventDraft {
+    let mut message = message.clone();
+    message.source = Some(ccare_core::Source::user());
+    ccare_core::EventDraft::typed(&ccare_core::kinds::UserMessage { message })
+        .unwrap()
+        .with_surface(ccare_core::SurfaceOp::Append)
+}
+
+/// One settled conversation request of `session` as the journal stores it.
+fn request_row(session: &str, index: usize, order: usize) -> serde_json::Value {
+    serde_json::json!({
+        "version": 1,
+        "sessionId": session,
+        "kind": "request",
+        "at": 1_000 + index as i64,
+        "data": {
+            "callId": format!("{session}-{index}"),
+            "logRevision": index * 4,
+            "sourceSeqs": (0..64).collect::<Vec<u64>>(),
+            "purpose": "conversation",
+            "budget": {"capacity": 10_000_000, "hardInput": 9_000_000, "softInput": 8_000_000, "releaseTarget": 6_000_000},
+            "rawInput": {"textTokens": 10_000 + index as u64, "visualTokens": 0},
+            "toolsTokens": 400,
+            "inputTokens": 10_000 + index as u64,
+            "calibrationHeaderKey": "bench-header",
+            "phase": "settled",
+            "dispatched": true,
+            "dispatchOrder": order,
+            "dispatchBasis": "prepared-stream-handoff",
+            "attemptId": format!("{session}-{index}#1"),
+            "outcome": "completed",
+            "eventSeq": index * 4 + 3,
+            "eventType": "assistant/message",
+            "usage": {"inputTokens": 11_000 + index as u64, "outputTokens": 200},
+        },
+    })
+}
+
+impl BoundaryRig {
+    /// The rig, mounted with `config`; its first boundary (untimed) must return
+    /// `notices` notices.
+    fn new(
+        messages: usize,
+        others: usize,
+        config: serde_json::Value,
+        notices: usize,
+    ) -> BoundaryRig {
+        runtime().block_on(async {
+            let store: Arc<dyn ccare_store::Store> = Arc::new(ccare_store::MemoryStore::new());
+            let kit = ccare_agent::testing::TestHost::builder("")
+                .store(Arc::clone(&store))
+                .model(
+                    "s/small",
+                    ccare_llm::ModelConfig {
+                        context_window: Some(10_000_000),
+                        max_output_tokens: Some(1_000),
+                        ..Default::default()
+                    },
+                )
+                .build()
+                .unwrap();
+            let session = kit.session().await.unwrap();
+            let mix = self::session(messages + 1_000);
+            for (message, _) in &mix[..messages] {
+                session.append(user_draft(message)).unwrap();
+            }
+            session.flush().await.unwrap();
+            // The journal as earlier processes left it.
+            let domains = ccare_agent::domains::Domains::new(Arc::clone(&store));
+            let domain = domains
+                .open(
+                    ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
+                        .table(ccare_agent::domains::TableSpec::new("records")),
+                    "context-care",
+                )
+                .await
+                .unwrap();
+            let table = domain.table("records").unwrap();
+            let mut order = 0;
+            let own = session.id().as_str().to_owned();
+            for index in 0..messages / 4 {
+                order += 1;
+                table
+                    .put(
+                        &format!("call_{own}-{index}"),
+                        request_row(&own, index, order),
+                    )
+                    .unwrap();
+            }
+            for other in 0..others {
+                let id = format!("other-session-{other:04}");
+                for index in 0..20 {
+                    order += 1;
+                    table
+                        .put(
+                            &format!("call_{id}-{index}"),
+                            request_row(&id, index, order),
+                        )
+                        .unwrap();
+                }
+            }
+            domain.flush(None).await.unwrap();
+            domains.close("context_care_requests");
+            let route = kit.host().llm().route("s/small").unwrap();
+            let care = ccare_care::ContextCare::default()
+                .with_route(ccare_care::RouteSnapshot::of(&route));
+            kit.host().mount(&care, &config).unwrap();
+            // The session's controls, loaded as an agent loads them before its first
+            // turn: unloaded, every action decides "storage unavailable" and no notice
+            // text is ever rendered.
+            kit.host().controls().load(session.id()).await.unwrap();
+            let hook = ccare_agent::HookContext {
+                session: session.clone(),
+                turn: 1,
+                step: 1,
+                cancel: Default::default(),
+                clock: Arc::clone(kit.clock()),
+            };
+            let mut rig = BoundaryRig {
+                _kit: kit,
+                care,
+                session,
+                hook,
+                mix,
+                next: messages,
+            };
+            // The process's first boundary: opens the journal, derives the session's
+            // state, prices the whole surface once.
+            rig.append();
+            assert_eq!(
+                rig.boundary().await,
+                notices,
+                "the path the row says it times"
+            );
+            rig
+        })
+    }
+
+    /// One more message in the log (the previous step's).
+    fn append(&mut self) {
+        let (message, _) = &self.mix[self.next % self.mix.len()];
+        self.session.append(user_draft(message)).unwrap();
+        self.next += 1;
+    }
+
+    async fn boundary(&self) -> usize {
+        let entered = [Message::from_blocks(vec![ContentBlock::text(
+            "please go on with the next module",
+        )])];
+        let context = ccare_agent::BoundaryContext {
+            hook: &self.hook,
+            entered: &entered,
+            request_only: &[],
+        };
+        let contribution = self.care.boundary(&context).await.unwrap().unwrap();
+        contribution.notices.len()
+    }
+}
+
+fn bench_boundary(bencher: divan::Bencher, rig: BoundaryRig, notices: usize) {
+    let rig = std::cell::RefCell::new(rig);
+    bencher
+        .with_inputs(|| rig.borrow_mut().append())
+        .bench_local_values(|()| {
+            let returned = runtime().block_on(rig.borrow().boundary());
+            debug_assert_eq!(returned, notices);
+            returned
+        });
+}
+
+/// Every boundary renders and prices its notice (no quiet start).
+fn noticing() -> serde_json::Value {
+    serde_json::json!({"quiet_start": false})
+}
+
+/// The full boundary on a 10,000-message session with one new message.
+#[divan::bench(sample_size = 1, sample_count = 1000)]
+fn boundary_10k(bencher: divan::Bencher) {
+    bench_boundary(bencher, BoundaryRig::new(10_000, 0, noticing(), 1), 1);
+}
+
+/// The full boundary on a 1,000-message session with one new message.
+#[divan::bench(sample_size = 1, sample_count = 1000)]
+fn boundary_1k(bencher: divan::Bencher) {
+    bench_boundary(bencher, BoundaryRig::new(1_000, 0, noticing(), 1), 1);
+}
+
+/// The 1,000-message boundary with 1,000 other sessions' journals in the store.
+#[divan::bench(sample_size = 1, sample_count = 1000)]
+fn boundary_1000_sessions(bencher: divan::Bencher) {
+    bench_boundary(
+        bencher,
+        BoundaryRig::new(1_000, 1_000, serde_json::json!({}), 0),
+        0,
+    );
+}
+
+/// The 1,000-message boundary with one other session's journal in the store.
+#[divan::bench(sample_size = 1, sample_count = 1000)]
+fn boundary_1_session(bencher: divan::Bencher) {
+    bench_boundary(
+        bencher,
+        BoundaryRig::new(1_000, 1, serde_json::json!({}), 0),
+        0,
+    );
+}
+
+/// A journal over a store holding `own` records of one session and 20 of each of
+/// `others` other sessions (written as an earlier process left them), opened.
+fn listed_journal(
+    own: usize,
+    others: usize,
+) -> (ccare_care::journal::RequestJournal, ccare_core::SessionId) {
+    runtime().block_on(async {
+        let store: Arc<dyn ccare_store::Store> = Arc::new(ccare_store::MemoryStore::new());
+        let domains = ccare_agent::domains::Domains::new(Arc::clone(&store));
+        let domain = domains
+            .open(
+                ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
+                    .table(ccare_agent::domains::TableSpec::new("records")),
+                "context-care",
+            )
+            .await
+            .unwrap();
+        let table = domain.table("records").unwrap();
+        let mut order = 0;
+        let mut put = |session: &str, count: usize| {
+            for index in 0..count {
+                order += 1;
+                table
+                    .put(
+                        &format!("call_{session}-{index}"),
+                        request_row(session, index, order),
+                    )
+                    .unwrap();
+            }
+        };
+        put("bench-session", own);
+        for other in 0..others {
+            put(&format!("other-session-{other:04}"), 20);
+        }
+        domain.flush(None).await.unwrap();
+        domains.close("context_care_requests");
+        let journal = ccare_care::journal::RequestJournal::new(
+            ccare_agent::domains::Domains::new(store).for_owner("context-care"),
+        );
+        journal.flush().await.unwrap();
+        (
+            journal,
+            ccare_core::SessionId::new("bench-session").unwrap(),
+        )
+    })
+}
+
+fn bench_list(bencher: divan::Bencher, others: usize) {
+    let (journal, session) = listed_journal(1_024, others);
+    assert_eq!(
+        runtime().block_on(journal.list(&session)).unwrap().len(),
+        1_024
+    );
+    bencher.bench_local(|| runtime().block_on(journal.list(&session)).unwrap().len());
+}
+
+/// What a freeze after one of the session's own journal writes reads first (every
+/// record decode after it is cached): the session's 1,024 kept records
+/// (`journal_keep`'s default) listed by its index, with 1 other session in the store.
+#[divan::bench]
+fn journal_list_1_session(bencher: divan::Bencher) {
+    bench_list(bencher, 1);
+}
+
+/// [`journal_list_1_session`] with 1,000 other sessions (20 records each) in the store.
+#[divan::bench]
+fn journal_list_1000_sessions(bencher: divan::Bencher) {
+    bench_list(bencher, 1_000);
 }

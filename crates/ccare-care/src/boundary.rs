@@ -8,6 +8,8 @@
 //! Maintenance itself (prune, summary passes, a requested summary or deep rest) lives
 //! in [`crate::maintenance`]; the boundary decides when it runs and reports it.
 
+mod notices;
+
 use std::sync::Arc;
 
 use ccare_agent::{
@@ -23,6 +25,8 @@ use crate::maintenance::{AutoBand, RestOutcome};
 use crate::metrics::ContextCareMetrics;
 use crate::rest_tool::REQUEST_SOURCE;
 use crate::texts::{AutoTexts, RestTexts, StatusParts, auto_texts, render_status, rest_texts};
+
+pub(crate) use notices::NoticeScan;
 
 /// The source kind of status notices (CC-NTC-1).
 pub const STATE_SOURCE: &str = "plugin:context-care:state";
@@ -95,7 +99,9 @@ impl PreStepHook for GenerationMark {
                 .ensure_session(&context.session)
                 .await
                 .map_err(hook_error)?;
-            let generation = context.session.derived_view().replace_generation;
+            let generation = context
+                .session
+                .with_log(ccare_session::SessionLog::replace_generation);
             self.care.with_session(context.session.id(), |state| {
                 state.generation_at_boundary = Some(generation);
             });
@@ -169,7 +175,10 @@ fn hook_error(error: impl std::fmt::Display) -> HookError {
 }
 
 impl Boundary {
-    async fn run(&self, context: &BoundaryContext<'_>) -> Result<BoundaryContribution, HookError> {
+    pub(crate) async fn run(
+        &self,
+        context: &BoundaryContext<'_>,
+    ) -> Result<BoundaryContribution, HookError> {
         let care = &self.care;
         let session = &context.hook.session;
         let id = session.id();
@@ -196,16 +205,8 @@ impl Boundary {
             .cloned()
             .collect();
         let measure = |batch: &[Message], extra: Option<&Message>| {
-            let view = session.derived_view();
-            care.measure(
-                &frozen,
-                view.messages
-                    .iter()
-                    .map(|derived| &*derived.message)
-                    .collect::<Vec<_>>(),
-                batch.iter().chain(extra),
-            )
-            .map_err(hook_error)
+            care.measure_live(&frozen, session, batch.iter().chain(extra))
+                .map_err(hook_error)
         };
         let measured = measure(&batch, None)?;
         let maintenance = crate::maintenance::Context {
@@ -244,8 +245,9 @@ impl Boundary {
             // A requested rest (CC-BND-1 step 8); the automatic loop does not run, except
             // as the fall-through below.
             let deep = is_deep(rest);
-            let reduced_here = generation_at_start
-                .is_some_and(|start| start != session.derived_view().replace_generation);
+            let reduced_here = generation_at_start.is_some_and(|start| {
+                start != session.with_log(ccare_session::SessionLog::replace_generation)
+            });
             let (result, leaves) = if care.summary_model.is_none() && !deep {
                 (RestOutcome::NoProvider, false)
             } else {
@@ -360,15 +362,13 @@ impl Boundary {
                 armed,
             },
         );
-        let view = session.derived_view();
-        let last = view
-            .messages
-            .iter()
-            .rev()
-            .find(|derived| plugin_kind(&derived.message) == Some(STATE_SOURCE))
-            .and_then(|derived| first_text(&derived.message));
+        let last = care.latest_notice(session, |notice| {
+            notice
+                .and_then(|derived| first_text(&derived.message))
+                .map(str::to_owned)
+        });
         let notices = if text.is_empty()
-            || (rest.is_none() && outcomes.is_empty() && last == Some(text.as_str()))
+            || (rest.is_none() && outcomes.is_empty() && last.as_deref() == Some(text.as_str()))
         {
             Vec::new()
         } else {

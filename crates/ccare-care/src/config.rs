@@ -92,6 +92,13 @@ pub struct CareConfig {
     /// compacted or refused; see `quiet.rs`). `false` is the seed's behaviour: a notice
     /// at the first boundary and whenever its text changes (CC-NTC-2).
     pub quiet_start: bool,
+    /// `journal_keep` (default [`DEFAULT_JOURNAL_KEEP`]; >= 1): how many records each
+    /// session keeps in each journal, the request journal and the maintenance journal;
+    /// the oldest (by `at`, then key) beyond it are deleted when a session writes a new
+    /// record and when the journal opens. Calibration reads the newest eligible request
+    /// and the hysteresis replay the latest conversation requests, the UI the latest
+    /// actions, so a session's cost per boundary stays bounded however long it runs.
+    pub journal_keep: u64,
     /// Load warnings for the operator, e.g. the ignored `provider_usage_ratio` (CC-CFG-1).
     /// They do not fail the load.
     pub warnings: Vec<String>,
@@ -120,7 +127,19 @@ impl RangeStrategy {
 }
 
 /// What a provider request is for; route budgets match on it (CC-BUD-4, CC-BUD-5).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 pub enum RoutePurpose {
     /// `conversation`: a turn of the agent.
     #[serde(rename = "conversation")]
@@ -315,10 +334,19 @@ impl Default for CareConfig {
             max_summary_calls_per_action: None,
             summary: SummaryConfig::default(),
             quiet_start: true,
+            journal_keep: DEFAULT_JOURNAL_KEEP,
             warnings: Vec::new(),
         }
     }
 }
+
+/// The default `journal_keep`: 1,024 records per session and journal. Calibration
+/// needs the newest settled conversation request of the current header (CC-PRC-3),
+/// which a header change makes older, and the hysteresis replay (CC-HYS-1) the
+/// conversation requests since the last arming; the UI lists a session's actions and
+/// audits its requests. A long working session (a few hundred requests, its summary
+/// calls included) keeps its whole journal; only sessions far longer are trimmed.
+pub const DEFAULT_JOURNAL_KEEP: u64 = 1024;
 
 /// The warning `provider_usage_ratio` produces (CC-CFG-1).
 pub const PROVIDER_USAGE_RATIO_WARNING: &str = "provider_usage_ratio is ignored: input prices \
@@ -376,6 +404,8 @@ struct Table {
     summary: Option<SummaryTable>,
     #[serde(default, deserialize_with = "strict::boolean")]
     quiet_start: Option<bool>,
+    #[serde(default, deserialize_with = "at_least_one")]
+    journal_keep: Option<u64>,
     /// Any value: accepted with a warning (CC-CFG-1).
     #[serde(default)]
     provider_usage_ratio: Option<IgnoredAny>,
@@ -541,6 +571,7 @@ impl CareConfig {
             max_summary_calls_per_action: table.max_summary_calls_per_action,
             summary,
             quiet_start: table.quiet_start.unwrap_or(defaults.quiet_start),
+            journal_keep: table.journal_keep.unwrap_or(defaults.journal_keep),
             warnings,
         })
     }

@@ -14,10 +14,9 @@ use serde_json::{Value, json};
 use crate::budget::{Preflight, RouteInfo, assess, preflight, resolve};
 use crate::care::{Care, meter_for};
 use crate::config::RoutePurpose;
-use crate::journal::calibration_record;
 use crate::journal::records::{RecordRoute, RequestRecord, SourceHeader};
 use crate::pricing::{
-    CalibrationRecord, FileTexts, FrozenPricing, ImagePricing, calibrate, calibration_header_key,
+    FileTexts, FrozenPricing, ImagePricing, RequestPrice, calibrate_each, calibration_header_key,
     content_hash,
 };
 
@@ -95,15 +94,12 @@ pub(crate) async fn check_request(
     let session_id = session.id();
     let journal = &care.journal;
     journal.flush().await.map_err(internal)?;
-    let records: Vec<CalibrationRecord> = journal
-        .list(session_id)
-        .await
-        .map_err(internal)?
-        .iter()
-        .map(calibration_record)
-        .collect();
+    let entries = journal.list(session_id).await.map_err(internal)?;
+    // Decoded once per record version, shared with the boundary's freeze.
+    let digests = care.with_session(session_id, |state| Arc::clone(&state.digests));
+    let digest = digests.lock().digest(&entries);
     let meter = meter_for(Some(&crate::plugin::RouteSnapshot::of(route))).map_err(internal)?;
-    let basis = calibrate(&records, &header_key, meter.basis().into());
+    let basis = calibrate_each(digest.records(), &header_key, meter.basis().into());
     let frozen = FrozenPricing::capture(
         &meter,
         basis,
@@ -111,19 +107,23 @@ pub(crate) async fn check_request(
         FileTexts::default(),
     );
     let pricer = frozen.pricer(&meter).map_err(internal)?;
-    let messages = config.messages.iter().map(|message| &*message.message);
-    let price = pricer
-        .request(config.system.as_deref(), messages, &tools)
-        .map_err(internal)?;
-    let q = price.q();
     let view = session.derived_view();
-    let surface_tokens = pricer
-        .request(
-            None,
-            view.messages.iter().map(|derived| &*derived.message),
-            &Value::Null,
-        )
-        .map(|surface| surface.q())
+    // A conversation request is built from the surface: its messages' prices come from
+    // the session's price cache (the same numbers, issue 14 target 1). Other purposes
+    // may price on another meter, so they leave the cache alone.
+    let prices = (config.purpose == Purpose::Conversation).then(|| care.price_cache(session_id));
+    let cached = crate::care::Frozen {
+        meter: meter.clone(),
+        pricing: frozen.clone(),
+        tools_raw: 0,
+        header_key: None,
+        prices: prices.clone(),
+    };
+    let surface_total = cached.surface_total(&pricer, &view);
+    let price = request_price(&pricer, prices.as_deref(), config, &tools).map_err(internal)?;
+    let q = price.q();
+    let surface_tokens = surface_total
+        .map(|total| total.ceil(pricer.text_scale()))
         .unwrap_or(0);
     if config.purpose == Purpose::Conversation {
         let snapshot = crate::care::DispatchSnapshot {
@@ -133,10 +133,9 @@ pub(crate) async fn check_request(
             other_tokens: q.saturating_sub(surface_tokens),
             hard_input: budget.as_ref().map(|budget| budget.hard_input),
             frozen: crate::care::Frozen {
-                meter: meter.clone(),
-                pricing: frozen.clone(),
                 tools_raw: price.tools,
                 header_key: Some(header_key.clone()),
+                ..cached
             },
         };
         care.with_session(session.id(), |state| {
@@ -192,6 +191,49 @@ pub(crate) async fn check_request(
         Preflight::Dispatch => Ok(()),
         Preflight::Refuse(refusal) => Err(refusal.to_llm_failure(&route.provider, &route.model)),
     }
+}
+
+/// CC-PRC-2 `priceRequest` of `config`, as [`crate::pricing::Pricer::request`] gives
+/// it: each message that is the very message the price cache holds at its place (the
+/// surface the request was built from) takes its cached price, any other is priced.
+fn request_price(
+    pricer: &crate::pricing::Pricer<'_>,
+    prices: Option<&parking_lot::Mutex<crate::pricing::PriceCache>>,
+    config: &ccare_llm::CallConfig,
+    tools: &Value,
+) -> Result<RequestPrice, crate::pricing::PricingError> {
+    let cache = prices.map(parking_lot::Mutex::lock);
+    let mut position = 0;
+    let mut messages = Vec::with_capacity(config.messages.len());
+    for message in &config.messages {
+        let hit = cache.as_ref().and_then(|cache| {
+            // The next surface message, or the one after it (a surface message the
+            // request hooks rewrote is priced afresh).
+            [position, position + 1].into_iter().find_map(|at| {
+                cache
+                    .at(pricer, at, &message.message)
+                    .map(|price| (at, price))
+            })
+        });
+        let price = match hit {
+            Some((at, price)) => {
+                position = at + 1;
+                price
+            }
+            None => pricer.message(&message.message)?,
+        };
+        messages.push(price);
+    }
+    Ok(RequestPrice {
+        system: config
+            .system
+            .as_deref()
+            .map(|prompt| pricer.system(prompt))
+            .unwrap_or_default(),
+        messages,
+        tools: pricer.tools(tools),
+        scale: pricer.text_scale(),
+    })
 }
 
 impl RequestGate for BudgetGate {

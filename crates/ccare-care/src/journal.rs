@@ -11,8 +11,26 @@
 //! included); reads see acknowledged data only; [`RequestJournal::flush`] waits for
 //! every queued write and returns a retained write error once. The records' types are
 //! in [`records`].
+//!
+//! **By session.** The records keep their keys (`call_<callId>`, `action_<uuid>`); the
+//! table `sessions` indexes them by session: a row `<sessionId>/<record key>` holding
+//! `{at, kind}` for each record, written right after the record's first write on the
+//! same queue. [`RequestJournal::list`] reads the session's index rows (a range of
+//! store keys), never every session's records. Rows stored before the index existed
+//! (or whose index write was lost in a crash) are indexed when the journal opens, so
+//! nothing stored is lost. Each session keeps its newest `journal_keep` records of each
+//! kind ([`crate::config::CareConfig::journal_keep`]): the oldest beyond it are deleted,
+//! record first, when the session writes a new record and when the journal opens.
+//! Each session has its own write stamp ([`RequestJournal::writes`]), so a reader that
+//! keeps what it read of a session (the frozen pricing, the quiet start) reads again
+//! only after that session wrote, never because another one did; and what a session's
+//! records decode to is kept per record version (`digest.rs`).
 
+mod digest;
 pub mod records;
+mod stamps;
+
+pub(crate) use digest::{DigestCache, JournalDigest};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,6 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use ccare_agent::domains::{Domain, DomainError, DomainSpec, PluginDomains, TableSpec};
 use ccare_agent::{SettledOutcome, Settlement};
 use ccare_core::{LlmFailure, SessionId};
+use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
@@ -31,8 +50,10 @@ use records::{
 
 /// The journal's storage domain (CC-JNL-1).
 pub const JOURNAL_DOMAIN: &str = "context_care_requests";
-/// The journal's one table.
+/// The journal's records table.
 pub const JOURNAL_TABLE: &str = "records";
+/// The journal's index by session: `<sessionId>/<record key>` → `{at, kind}`.
+pub const SESSION_INDEX_TABLE: &str = "sessions";
 /// `dispatchBasis` of a dispatched record: the request was handed to the provider's
 /// stream; this is not proof that it was sent.
 pub const DISPATCH_BASIS: &str = "prepared-stream-handoff";
@@ -84,6 +105,10 @@ pub struct RequestJournal {
     domains: PluginDomains,
     domain: OnceCell<Domain>,
     dispatch_order: AtomicU64,
+    keep: u64,
+    /// Each session's write stamp ([`stamps`]): a reader that read it before a flush
+    /// and sees it unchanged later knows the session's records have not changed since.
+    stamps: stamps::Stamps,
 }
 
 impl std::fmt::Debug for RequestJournal {
@@ -99,25 +124,79 @@ fn record_key(call_id: &str) -> String {
     format!("call_{call_id}")
 }
 
+/// The index row of a session's record.
+fn index_key(session: &str, key: &str) -> String {
+    format!("{session}/{key}")
+}
+
+/// What an index row holds: enough to order and trim a session's records without
+/// reading them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct IndexRow {
+    at: i64,
+    kind: JournalRecordKind,
+}
+
+impl IndexRow {
+    fn value(self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
 impl RequestJournal {
     /// A journal over the plugin's storage domains.
+    /// A journal over the plugin's storage domains, keeping the default
+    /// [`crate::config::DEFAULT_JOURNAL_KEEP`] records per session and kind.
     pub fn new(domains: PluginDomains) -> Self {
         Self {
             domains,
             domain: OnceCell::new(),
             dispatch_order: AtomicU64::new(0),
+            keep: crate::config::DEFAULT_JOURNAL_KEEP,
+            stamps: stamps::Stamps::default(),
         }
     }
 
-    /// The open domain, opening it on first use; `dispatchOrder` continues after the
-    /// largest one stored.
+    /// The journal keeping `keep` records per session and kind (`journal_keep`; at
+    /// least 1).
+    #[must_use]
+    pub fn with_keep(mut self, keep: u64) -> Self {
+        self.keep = keep.max(1);
+        self
+    }
+
+    /// The session's write stamp: it changes whenever a write of the session's records
+    /// is queued (and only then; another session's writes leave it as it is). Read it
+    /// before a [`RequestJournal::flush`]: while it stays the same, every later
+    /// [`RequestJournal::list`] of the session sees what a list after that flush saw.
+    pub fn writes(&self, session: &SessionId) -> u64 {
+        self.stamps.of(session.as_str())
+    }
+
+    /// Queues the writes of `queue` as writes of `session` (`None`: not known), stamped
+    /// before and after.
+    fn writing<T>(&self, session: Option<&str>, queue: impl FnOnce() -> T) -> T {
+        self.stamps.stamp(session);
+        let queued = queue();
+        self.stamps.stamp(session);
+        queued
+    }
+
+    /// The open domain, opening it on first use: rows without an index row are
+    /// indexed, each session is trimmed to `journal_keep`, and `dispatchOrder`
+    /// continues after the largest one stored.
     pub async fn open(&self) -> Result<&Domain, DomainError> {
         self.domain
             .get_or_try_init(|| async {
                 let domain = self
                     .domains
-                    .open(DomainSpec::new(JOURNAL_DOMAIN, 1).table(TableSpec::new(JOURNAL_TABLE)))
+                    .open(
+                        DomainSpec::new(JOURNAL_DOMAIN, 1)
+                            .table(TableSpec::new(JOURNAL_TABLE))
+                            .table(TableSpec::new(SESSION_INDEX_TABLE)),
+                    )
                     .await?;
+                self.reindex(&domain)?;
                 let table = domain.table(JOURNAL_TABLE)?;
                 let largest = table
                     .entries("call_")
@@ -150,11 +229,20 @@ impl RequestJournal {
             Ok(_) | Err(_) => ccare_core::JsonObject::new(),
         };
         PhaseFields::phase(RequestPhase::Ready).merge_into(&mut data);
-        table.put(
-            &record_key(&record.call_id),
-            stored(session, JournalRecordKind::Request, at, Value::Object(data)),
-        )?;
-        Ok(())
+        let key = record_key(&record.call_id);
+        self.stamps.call(&record.call_id, session.as_str());
+        let queued = self.writing(Some(session.as_str()), || {
+            table.put(
+                &key,
+                stored(session, JournalRecordKind::Request, at, Value::Object(data)),
+            )?;
+            self.index(session, &key, at, JournalRecordKind::Request)
+        });
+        if queued.is_err() {
+            // No record to patch: its later phases are not written.
+            self.stamps.session_of(&record.call_id, true);
+        }
+        queued
     }
 
     /// Queues `dispatched:true` with the next `dispatchOrder`.
@@ -162,6 +250,7 @@ impl RequestJournal {
         let order = self.dispatch_order.fetch_add(1, Ordering::SeqCst) + 1;
         self.patch(
             call_id,
+            false,
             PhaseFields {
                 dispatched: Some(true),
                 dispatch_order: Some(order),
@@ -180,6 +269,7 @@ impl RequestJournal {
         };
         self.patch(
             &settlement.call_id,
+            true,
             PhaseFields {
                 attempt_id: Some(format!("{}#{}", settlement.call_id, settlement.attempt)),
                 outcome: Some(outcome),
@@ -195,6 +285,7 @@ impl RequestJournal {
     pub fn not_dispatched(&self, call_id: &str, failure: &LlmFailure) -> Result<(), DomainError> {
         self.patch(
             call_id,
+            true,
             PhaseFields {
                 outcome: Some(RequestOutcome::NotDispatched),
                 failure: Some(RecordFailure {
@@ -207,20 +298,23 @@ impl RequestJournal {
     }
 
     /// Merges `fields` into the `data` of an existing record in the queue; a record
-    /// that is not there (its `ready` write failed) is left absent.
-    fn patch(&self, call_id: &str, fields: PhaseFields) -> Result<(), DomainError> {
+    /// that is not there (its `ready` write failed) is left absent. `last`: the call's
+    /// final phase.
+    fn patch(&self, call_id: &str, last: bool, fields: PhaseFields) -> Result<(), DomainError> {
         let Some(domain) = self.domain.get() else {
             return Ok(());
         };
-        domain
-            .table(JOURNAL_TABLE)?
-            .update(&record_key(call_id), move |current| {
+        let session = self.stamps.session_of(call_id, last);
+        let table = domain.table(JOURNAL_TABLE)?;
+        self.writing(session.as_deref(), || {
+            table.update(&record_key(call_id), move |current| {
                 let mut record = current?.clone();
                 if let Some(data) = record.get_mut("data").and_then(Value::as_object_mut) {
                     fields.merge_into(data);
                 }
                 Some(record)
-            })?;
+            })
+        })?;
         Ok(())
     }
 
@@ -234,10 +328,108 @@ impl RequestJournal {
         data: Value,
     ) -> Result<(), DomainError> {
         let table = self.open().await?.table(JOURNAL_TABLE)?;
-        table.put(
-            &format!("action_{operation_id}"),
-            stored(session, JournalRecordKind::Maintenance, at, data),
-        )?;
+        let key = format!("action_{operation_id}");
+        self.writing(Some(session.as_str()), || {
+            table.put(
+                &key,
+                stored(session, JournalRecordKind::Maintenance, at, data),
+            )?;
+            self.index(session, &key, at, JournalRecordKind::Maintenance)
+        })
+    }
+
+    /// Queues the index row of a record just queued (unless it is indexed already),
+    /// then trims the session's records of `kind` to `journal_keep`, counting it.
+    fn index(
+        &self,
+        session: &SessionId,
+        key: &str,
+        at: i64,
+        kind: JournalRecordKind,
+    ) -> Result<(), DomainError> {
+        let Some(domain) = self.domain.get() else {
+            return Ok(());
+        };
+        let index = domain.table(SESSION_INDEX_TABLE)?;
+        let row = index_key(session.as_str(), key);
+        if index.get(&row).is_some() {
+            return Ok(());
+        }
+        index.put(&row, IndexRow { at, kind }.value())?;
+        let mut rows = session_rows(&index, session.as_str(), kind);
+        rows.retain(|(_, record)| record != key);
+        // The new record is the newest; it counts against the limit.
+        let keep = usize::try_from(self.keep.saturating_sub(1)).unwrap_or(usize::MAX);
+        trim(domain, session.as_str(), rows, keep)
+    }
+
+    /// Indexes every record that has no index row (rows stored before the index, or
+    /// whose index write was lost), drops index rows whose record is gone, and trims
+    /// every session to `journal_keep` records of each kind.
+    fn reindex(&self, domain: &Domain) -> Result<(), DomainError> {
+        let table = domain.table(JOURNAL_TABLE)?;
+        let index = domain.table(SESSION_INDEX_TABLE)?;
+        for (key, record) in table.entries("") {
+            let Some(head) = view::<RecordHead<'_>>(&record) else {
+                continue;
+            };
+            if SessionId::new(head.session_id).is_err() {
+                continue;
+            }
+            let row = index_key(head.session_id, &key);
+            if index.get(&row).is_none() {
+                index.put(
+                    &row,
+                    IndexRow {
+                        at: head.at,
+                        kind: head.kind,
+                    }
+                    .value(),
+                )?;
+            }
+        }
+        // Every session's rows, from the index as it now stands (the rows just queued
+        // are not acknowledged yet, so they are read from the records).
+        let mut sessions: std::collections::BTreeMap<String, Vec<(IndexRow, String)>> =
+            std::collections::BTreeMap::new();
+        for (key, record) in table.entries("") {
+            let Some(head) = view::<RecordHead<'_>>(&record) else {
+                continue;
+            };
+            if SessionId::new(head.session_id).is_err() {
+                continue;
+            }
+            sessions
+                .entry(head.session_id.to_owned())
+                .or_default()
+                .push((
+                    IndexRow {
+                        at: head.at,
+                        kind: head.kind,
+                    },
+                    key,
+                ));
+        }
+        for (row, _) in index.entries("") {
+            let Some((_, key)) = row.split_once('/') else {
+                continue;
+            };
+            if table.get(key).is_none() {
+                index.delete(&row)?;
+            }
+        }
+        let keep = usize::try_from(self.keep).unwrap_or(usize::MAX);
+        for (session, rows) in sessions {
+            for kind in [JournalRecordKind::Request, JournalRecordKind::Maintenance] {
+                let mut of_kind: Vec<(IndexRow, String)> = rows
+                    .iter()
+                    .filter(|(row, _)| row.kind == kind)
+                    .cloned()
+                    .collect();
+                of_kind.sort_by(|a, b| a.0.at.cmp(&b.0.at).then_with(|| a.1.cmp(&b.1)));
+                trim(domain, &session, of_kind, keep)?;
+            }
+        }
         Ok(())
     }
 
@@ -247,18 +439,24 @@ impl RequestJournal {
         self.open().await?.flush(None).await
     }
 
-    /// The session's acknowledged records, by `at`, then by key (CC-JNL-1 `list`).
+    /// The session's acknowledged records, by `at`, then by key (CC-JNL-1 `list`): the
+    /// records its index rows name, read by key.
     pub async fn list(&self, session: &SessionId) -> Result<Vec<JournalEntry>, DomainError> {
-        let table = self.open().await?.table(JOURNAL_TABLE)?;
-        let mut entries: Vec<JournalEntry> = table
-            .entries("")
+        let domain = self.open().await?;
+        let table = domain.table(JOURNAL_TABLE)?;
+        let index = domain.table(SESSION_INDEX_TABLE)?;
+        let prefix = index_key(session.as_str(), "");
+        let mut entries: Vec<JournalEntry> = index
+            .entries(&prefix)
             .into_iter()
-            .filter_map(|(key, record)| {
+            .filter_map(|(row, _)| {
+                let key = row.strip_prefix(&prefix)?;
+                let record = table.get(key)?;
                 let head = view::<RecordHead<'_>>(&record)?;
                 (head.session_id == session.as_str())
                     .then_some((head.at, head.kind))
                     .map(|(at, kind)| JournalEntry {
-                        key,
+                        key: key.to_owned(),
                         at,
                         kind,
                         record,
@@ -268,6 +466,48 @@ impl RequestJournal {
         entries.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.key.cmp(&b.key)));
         Ok(entries)
     }
+}
+
+/// The session's acknowledged index rows of `kind`, oldest first (by `at`, then key):
+/// `(row, record key)`.
+fn session_rows(
+    index: &ccare_agent::domains::Table,
+    session: &str,
+    kind: JournalRecordKind,
+) -> Vec<(IndexRow, String)> {
+    let prefix = index_key(session, "");
+    let mut rows: Vec<(IndexRow, String)> = index
+        .entries(&prefix)
+        .into_iter()
+        .filter_map(|(row, value)| {
+            let stored = IndexRow::deserialize(&*value).ok()?;
+            let key = row.strip_prefix(&prefix)?.to_owned();
+            (stored.kind == kind).then_some((stored, key))
+        })
+        .collect();
+    rows.sort_by(|a, b| a.0.at.cmp(&b.0.at).then_with(|| a.1.cmp(&b.1)));
+    rows
+}
+
+/// Deletes the oldest of `rows` (a session's records of one kind, oldest first) beyond
+/// the newest `keep`: the record, then its index row.
+fn trim(
+    domain: &Domain,
+    session: &str,
+    rows: Vec<(IndexRow, String)>,
+    keep: usize,
+) -> Result<(), DomainError> {
+    let excess = rows.len().saturating_sub(keep);
+    if excess == 0 {
+        return Ok(());
+    }
+    let table = domain.table(JOURNAL_TABLE)?;
+    let index = domain.table(SESSION_INDEX_TABLE)?;
+    for (_, key) in rows.into_iter().take(excess) {
+        table.delete(&key)?;
+        index.delete(&index_key(session, &key))?;
+    }
+    Ok(())
 }
 
 /// A record as stored: the envelope around `data`.

@@ -168,13 +168,10 @@ impl OverflowRecovery {
             .pricing
             .pricer(&frozen.meter)
             .and_then(|pricer| {
-                pricer.request(
-                    None,
-                    view.messages.iter().map(|derived| &*derived.message),
-                    &Value::Null,
-                )
+                frozen
+                    .surface_total(&pricer, &view)
+                    .map(|total| total.ceil(pricer.text_scale()))
             })
-            .map(|price| price.q())
             .map_err(|error| crate::care::CareError::Pricing(error.to_string()))?;
         let replaced = replaced_a_failed_source(session, &failed);
         if proof_holds(replaced, current, &failed, failure.code)
@@ -266,6 +263,7 @@ mod tests {
                 ),
                 tools_raw: 0,
                 header_key: None,
+                prices: None,
             },
         }
     }

@@ -31,7 +31,8 @@
 //! (the [`Pricer`] of whole requests), `records` (what calibration reads of the
 //! journal), `calibration` (the header key, the basis and [`calibrate`]), `inputs`
 //! (image prices and file texts) and `frozen` (the frozen pricing); `canonical` gives
-//! the canonical JSON hashes they key by.
+//! the canonical JSON hashes they key by; `cache` keeps a session's message prices
+//! between boundaries ([`PriceCache`]).
 //!
 //! ```
 //! use ccare_care::pricing::{FileTexts, FrozenPricing, ImagePricing, PricingBasis};
@@ -51,6 +52,7 @@
 //! # Ok::<(), ccare_care::pricing::PricingError>(())
 //! ```
 
+mod cache;
 mod calibration;
 mod canonical;
 mod frozen;
@@ -59,9 +61,10 @@ mod price;
 mod records;
 mod request;
 
+pub use cache::PriceCache;
 pub use calibration::{
     CALIBRATION_EVENT_TYPE, CALIBRATION_PURPOSE, CALIBRATION_SOURCE, MeterKind, PricingBasis,
-    UsageCalibration, calibrate, calibration_header_key,
+    UsageCalibration, calibrate, calibrate_each, calibration_header_key,
 };
 pub(crate) use canonical::content_hash;
 pub use frozen::{FrozenPricing, MeterFingerprint};

@@ -20,7 +20,6 @@
 
 use ccare_session::Session;
 
-use crate::boundary::STATE_SOURCE;
 use crate::care::{Care, CareError};
 use crate::journal::calibration_record;
 use crate::metrics::{ContextCareMetrics, FatigueLevel, WakefulnessLevel};
@@ -52,13 +51,24 @@ impl Care {
         if !self.config.quiet_start || acted || !calm_levels(metrics) {
             return Ok(false);
         }
-        let view = session.derived_view();
-        let noticed = view.messages.iter().any(|derived| {
-            matches!(&derived.message.source,
-                Some(ccare_core::Source::Plugin(plugin)) if plugin.kind == STATE_SOURCE)
-        });
-        if noticed || view.replace_generation != 0 {
+        let noticed = self.latest_notice(session, |notice| notice.is_some());
+        let replace_generation = session.with_log(ccare_session::SessionLog::replace_generation);
+        if noticed || replace_generation != 0 {
             return Ok(false);
+        }
+        // The latest freeze read the session's journal after a flush; while no write of
+        // the session was queued since, what it read stands (and the records are not
+        // listed again at every boundary).
+        let writes = self.journal.writes(session.id());
+        let known = self.with_session(session.id(), |state| {
+            state
+                .frozen
+                .as_ref()
+                .filter(|frozen| frozen.writes == writes)
+                .map(|frozen| frozen.eventful)
+        });
+        if let Some(eventful) = known {
+            return Ok(!eventful);
         }
         let entries = self.journal.list(session.id()).await?;
         let eventful = entries.iter().any(|entry| {

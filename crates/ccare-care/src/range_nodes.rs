@@ -16,12 +16,13 @@ pub(crate) fn nodes(view: &DerivedView, frozen: &Frozen) -> Result<Vec<RangeNode
         .pricer(&frozen.meter)
         .map_err(|error| CareError::Pricing(error.to_string()))?;
     let scale = pricer.text_scale();
+    let prices = frozen
+        .surface_prices(&pricer, view)
+        .map_err(|error| CareError::Pricing(error.to_string()))?;
     view.messages
         .iter()
-        .map(|derived| {
-            let price = pricer
-                .message(&derived.message)
-                .map_err(|error| CareError::Pricing(error.to_string()))?;
+        .zip(prices)
+        .map(|(derived, price)| {
             Ok(RangeNode {
                 seq: derived.seq,
                 tokens: price.ceil(scale),

@@ -229,11 +229,7 @@ impl Care {
         };
         let mut view = session.derived_view();
         let before = self
-            .measure(
-                run.frozen,
-                view.messages.iter().map(|derived| &*derived.message),
-                run.batch.iter(),
-            )
+            .measure_view(run.frozen, &view, run.batch.iter())
             .map_err(|error| SummaryFailure::new("PRICING_FAILED", error.to_string()))?
             .load;
         let mut nodes = nodes.to_vec();

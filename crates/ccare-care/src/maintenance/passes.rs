@@ -113,14 +113,8 @@ impl Care {
     ) -> (u32, Measured) {
         let session = context.session;
         let id = session.id();
-        let remeasure = |care: &Care| {
-            let view = session.derived_view();
-            care.measure(
-                frozen,
-                view.messages.iter().map(|derived| &*derived.message),
-                context.batch.iter(),
-            )
-        };
+        let remeasure =
+            |care: &Care| care.measure_view(frozen, &session.derived_view(), context.batch.iter());
         if self.enabled(id, "maintenance", "prune")
             && self.prune(context, frozen, "automatic").await > 0
         {

@@ -29,6 +29,7 @@ fn frozen() -> Frozen {
         pricing,
         tools_raw: 0,
         header_key: None,
+        prices: None,
     }
 }
 

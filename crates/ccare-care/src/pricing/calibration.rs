@@ -158,8 +158,19 @@ pub fn calibrate(
     header_key: &str,
     meter: MeterKind,
 ) -> PricingBasis {
+    calibrate_each(records, header_key, meter)
+}
+
+/// [`calibrate`] over borrowed records, for a caller that keeps them decoded.
+pub fn calibrate_each<'r>(
+    records: impl IntoIterator<Item = &'r CalibrationRecord>,
+    header_key: &str,
+    meter: MeterKind,
+) -> PricingBasis {
+    let mut any = false;
     let sample = records
-        .iter()
+        .into_iter()
+        .inspect(|_| any = true)
         .filter(|record| record.is_eligible(header_key))
         .filter_map(|record| {
             let calibration = UsageCalibration {
@@ -173,7 +184,7 @@ pub fn calibrate(
         .max_by_key(|calibration| calibration.sample_seq);
     match sample {
         Some(sample) => PricingBasis::UsageCalibrated(sample),
-        None if records.is_empty() => PricingBasis::Meter(meter),
+        None if !any => PricingBasis::Meter(meter),
         None => PricingBasis::UncalibratedEstimate,
     }
 }

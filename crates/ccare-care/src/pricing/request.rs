@@ -27,6 +27,11 @@ impl<'a> Pricer<'a> {
 }
 
 impl Pricer<'_> {
+    /// The frozen pricing it prices with.
+    pub fn frozen(&self) -> &FrozenPricing {
+        self.frozen
+    }
+
     /// The frozen text scale.
     pub fn text_scale(&self) -> TextScale {
         self.frozen.text_scale()

@@ -50,6 +50,7 @@ fn cc_cfg_1_defaults() {
     assert_eq!(config.max_summary_calls_per_action, None);
     assert_eq!(config.summary, SummaryConfig::default());
     assert!(config.quiet_start);
+    assert_eq!(config.journal_keep, 1024);
     assert!(config.warnings.is_empty());
     assert_eq!(config.advertised_max_note_chars(), 8000);
 }
@@ -94,6 +95,7 @@ fn cc_cfg_1_every_key_is_read() {
         "max_summary_calls_per_action": 1,
         "summary": {"provider": "p", "model": "m", "max_tokens": 7, "max_retries": 0},
         "quiet_start": false,
+        "journal_keep": 9,
     }));
     let expected = CareConfig {
         budget_ratio: 0.7,
@@ -124,6 +126,7 @@ fn cc_cfg_1_every_key_is_read() {
             max_retries: Some(0),
         },
         quiet_start: false,
+        journal_keep: 9,
         warnings: Vec::new(),
     };
     assert_eq!(config, expected);
@@ -295,7 +298,7 @@ fn cc_cfg_1_non_negative_token_counts() {
 
 #[test]
 fn cc_cfg_1_counts_of_at_least_one() {
-    for key in ["max_passes", "max_summary_calls_per_action"] {
+    for key in ["max_passes", "max_summary_calls_per_action", "journal_keep"] {
         assert_eq!(
             error(json!({ key: 0 })),
             format!("{key} must be an integer >= 1, got 0")

@@ -202,3 +202,159 @@ async fn cc_prc_3_a_failed_request_never_calibrates() {
         json!({"kind": "uncalibrated-estimate", "textScale": 1.0})
     );
 }
+
+/// A settled conversation request of `session` as a store from before the session
+/// index holds it: key `call_<call>`, no index row.
+fn legacy_request(session: &str, call: &str, at: i64, prompt: u64) -> Value {
+    json!({
+        "version": 1,
+        "sessionId": session,
+        "kind": "request",
+        "at": at,
+        "data": {
+            "callId": call,
+            "purpose": "conversation",
+            "rawInput": {"textTokens": 200, "visualTokens": 0},
+            "toolsTokens": 0,
+            "inputTokens": 200,
+            "calibrationHeaderKey": "legacy-header",
+            "phase": "settled",
+            "dispatched": true,
+            "dispatchOrder": at,
+            "outcome": "completed",
+            "eventSeq": at,
+            "eventType": "assistant/message",
+            "usage": {"inputTokens": prompt},
+        },
+    })
+}
+
+/// Writes `rows` into the journal's records table of the rig's SQLite file through a
+/// second store handle, as an earlier version of ccare left them.
+async fn store_legacy(rig: &crate::rig::Rig, rows: &[(String, Value)]) {
+    use std::sync::Arc;
+    let store = rig.reopen_store();
+    let domains =
+        ccare_agent::domains::Domains::new(Arc::new(store) as Arc<dyn ccare_store::Store>);
+    let domain = domains
+        .open(
+            ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
+                .table(ccare_agent::domains::TableSpec::new("records")),
+            "an earlier ccare",
+        )
+        .await
+        .unwrap();
+    let table = domain.table("records").unwrap();
+    for (key, value) in rows {
+        table.put(key, value.clone()).unwrap();
+    }
+    domain.flush(None).await.unwrap();
+}
+
+#[tokio::test]
+async fn cc_jnl_1_records_stored_before_the_session_index_are_still_read() {
+    let rig = rig("", json!({}), Some(16_000), true).await;
+    let own = rig.session.id().as_str().to_owned();
+    let action = json!({
+        "version": 1,
+        "sessionId": own,
+        "kind": "maintenance",
+        "at": 5,
+        "data": {"operationId": "op-legacy", "action": "prune", "reason": "automatic",
+                 "phase": "completed", "outcome": "noop"},
+    });
+    let rows = vec![
+        (
+            "call_legacy-1".to_owned(),
+            legacy_request(&own, "legacy-1", 3, 300),
+        ),
+        ("action_op-legacy".to_owned(), action.clone()),
+        // Another session's: calibrated differently, never read for this one.
+        (
+            "call_other-1".to_owned(),
+            legacy_request("other-session", "other-1", 9, 1_000),
+        ),
+        (
+            "action_op-other".to_owned(),
+            json!({
+                "version": 1, "sessionId": "other-session", "kind": "maintenance", "at": 6,
+                "data": {"operationId": "op-other", "action": "prune"},
+            }),
+        ),
+    ];
+    store_legacy(&rig, &rows).await;
+
+    // Calibration reads the old request: scale (300 − 0) / 200.
+    let report = rig.care.report(&rig.session).await.unwrap().unwrap();
+    assert_eq!(report.calibration, "usage-calibrated");
+    assert_eq!(report.text_scale, 1.5);
+    // The UI's actions: the old one, and only this session's.
+    let actions = rig.care.actions(&rig.session).await.unwrap().unwrap();
+    let ids: Vec<&str> = actions.iter().map(|action| action.operation_id()).collect();
+    assert_eq!(ids, ["op-legacy"]);
+    assert_eq!(actions[0].data, action["data"]);
+    // Nothing stored is lost: the records are where they were, now indexed.
+    rig.care.report(&rig.session).await.unwrap().unwrap();
+    let stored = rig.journal().await;
+    for (key, value) in &rows {
+        assert!(
+            stored.contains(&(key.clone(), value.clone())),
+            "{key}: {stored:#?}"
+        );
+    }
+    assert_eq!(stored.len(), rows.len());
+}
+
+#[tokio::test]
+async fn cc_jnl_1_journal_keep_keeps_each_sessions_newest_records() {
+    let rig = rig(
+        r#"{"text": "one", "usage": {"input": 900, "output": 12}}"#,
+        json!({"journal_keep": 3}),
+        Some(16_000),
+        true,
+    )
+    .await;
+    let own = rig.session.id().as_str().to_owned();
+    let mut rows: Vec<(String, Value)> = (1..=5)
+        .map(|at| {
+            (
+                format!("call_own-{at}"),
+                legacy_request(&own, &format!("own-{at}"), at, 300),
+            )
+        })
+        .collect();
+    rows.extend((1..=3).map(|at| {
+        (
+            format!("call_other-{at}"),
+            legacy_request("other-session", &format!("other-{at}"), at, 300),
+        )
+    }));
+    store_legacy(&rig, &rows).await;
+    assert_eq!(
+        rig.turn("a short question").await,
+        Some(TurnEndReason::Completed)
+    );
+    let calls: Vec<String> = rig
+        .journal()
+        .await
+        .into_iter()
+        .map(|(key, _)| key)
+        .filter(|key| key.starts_with("call_"))
+        .collect();
+    let call_id = rig.events("assistant/message")[0].1["call_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // This session: the newest two old requests and the new one; the other session
+    // is within the limit and keeps all three.
+    let mut expected = vec![
+        format!("call_{call_id}"),
+        "call_other-1".to_owned(),
+        "call_other-2".to_owned(),
+        "call_other-3".to_owned(),
+        "call_own-4".to_owned(),
+        "call_own-5".to_owned(),
+    ];
+    expected.sort();
+    assert_eq!(calls, expected);
+}

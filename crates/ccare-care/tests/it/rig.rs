@@ -244,6 +244,11 @@ impl Rig {
         testing::turn(&self.agent, prompt).await
     }
 
+    /// A second store handle on the rig's SQLite file, as another process opens it.
+    pub(crate) fn reopen_store(&self) -> ccare_store::SqliteStore {
+        self.kit.reopen_store().unwrap()
+    }
+
     /// The journal's records as a fresh store handle reads them from the file, in key
     /// order: `(key, record)`.
     pub(crate) async fn journal(&self) -> Vec<(String, Value)> {
