@@ -362,6 +362,9 @@ impl Agent {
             .inbox
             .load(&self.inner.host, self.inner.session.id().as_str())
             .await?;
+        // Rows a step logged before a crash kept their delete from landing.
+        let (entries, applied) = crate::inbox::split_logged(&self.inner.session, entries);
+        self.forget(&applied);
         let count = entries.len();
         let start = {
             let mut state = self.inner.state.lock();
@@ -501,6 +504,8 @@ impl Agent {
                 for hook in hooks {
                     hook.on_idle(&self.inner.session).await;
                 }
+                // What the idle hooks queued is durable before the agent reports idle.
+                crate::turn::settle_inbox(&self).await;
                 let mut state = self.inner.state.lock();
                 if state.inbox.has_waking() {
                     continue;
@@ -512,19 +517,9 @@ impl Agent {
                 return;
             };
             let reason = crate::turn::run_turn(&self, opening).await;
-            self.record_turn_end(reason);
             // What the turn queued (a hook's steer) or deleted is durable before the
             // agent can report idle.
-            if let Err(error) = self
-                .inner
-                .host
-                .inbox
-                .flush(&self.inner.host, self.inner.session.id().as_str())
-                .await
-            {
-                tracing::warn!(session = %self.inner.session.id(), %error, "inbox not durable");
-            }
-            self.bump_idle();
+            crate::turn::after_turn(&self, reason).await;
         }
     }
 

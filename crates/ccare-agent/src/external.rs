@@ -179,40 +179,49 @@ impl Agent {
     /// [`ExternalToolsError::Mismatch`] and nothing is logged. Returns once the results
     /// and the step's end are durable; the turn goes on in the background.
     pub async fn tool_results(&self, results: Vec<CallerResult>) -> Result<(), ExternalToolsError> {
-        let expected = self.awaiting_tools();
         let got: Vec<String> = results
             .iter()
             .map(|result| result.call_id.clone())
             .collect();
-        let mismatch = || ExternalToolsError::Mismatch {
-            expected: expected.clone(),
-            got: got.clone(),
-        };
-        let unique: HashSet<&String> = got.iter().collect();
-        if expected.is_empty()
-            || unique.len() != got.len()
-            || unique != expected.iter().collect::<HashSet<_>>()
-        {
-            return Err(mismatch());
-        }
-        let (turn, step, calls) = self.open_step_calls().ok_or_else(mismatch)?;
-        {
-            let mut state = self.inner.state.lock();
-            if state.running {
+        let mut changes = self.inner.idle.subscribe();
+        let (expected, turn, step, calls) = loop {
+            let expected = self.awaiting_tools();
+            let mismatch = || ExternalToolsError::Mismatch {
+                expected: expected.clone(),
+                got: got.clone(),
+            };
+            let unique: HashSet<&String> = got.iter().collect();
+            if expected.is_empty()
+                || unique.len() != got.len()
+                || unique != expected.iter().collect::<HashSet<_>>()
+            {
                 return Err(mismatch());
             }
-            state.running = true;
-            state.active = Some(ActiveTurn {
-                token: CancellationToken::new(),
-                cause: None,
-                keep_inbox: false,
-                cancelled_at: None,
-            });
-        }
+            let (turn, step, calls) = self.open_step_calls().ok_or_else(mismatch)?;
+            {
+                let mut state = self.inner.state.lock();
+                if !state.running {
+                    state.running = true;
+                    state.active = Some(ActiveTurn {
+                        token: CancellationToken::new(),
+                        cause: None,
+                        keep_inbox: false,
+                        cancelled_at: None,
+                    });
+                    break (expected, turn, step, calls);
+                }
+            }
+            // The driver has not let go yet of the step that just began to await (its
+            // `awaiting-tools` item may be out already), or other results or a cancel
+            // are being applied: check again once it lets go.
+            if changes.changed().await.is_err() {
+                return Err(mismatch());
+            }
+        };
         // Another `tool_results` may have answered them between the check and the claim.
         if self.awaiting_tools() != expected {
             self.release_driver(None);
-            return Err(mismatch());
+            return Err(ExternalToolsError::Mismatch { expected, got });
         }
         self.bump_idle();
         let logged = self.log_caller_results(turn, step, &calls, &expected, results, None);
@@ -232,7 +241,7 @@ impl Agent {
         let agent = self.clone();
         tokio::spawn(async move {
             let reason = crate::turn::resume_turn(&agent, turn, step).await;
-            agent.release_turn(reason);
+            crate::turn::after_turn(&agent, reason).await;
             agent.drive().await;
         });
         Ok(())
@@ -249,12 +258,30 @@ impl Agent {
         let Some((turn, step, calls)) = self.open_step_calls() else {
             return false;
         };
-        {
-            let mut state = self.inner.state.lock();
-            if state.running {
+        let mut changes = self.inner.idle.subscribe();
+        loop {
+            {
+                let mut state = self.inner.state.lock();
+                if !state.running {
+                    state.running = true;
+                    break;
+                }
+                // A turn runs (results being applied, or the driver before it recorded
+                // the await): the caller's cancel path cancels it and comes back here.
+                if state.active.is_some() {
+                    return false;
+                }
+            }
+            // The driver recorded the await and has not let go yet (it makes the inbox
+            // durable first), or another cancel is ending the turn: once it lets go,
+            // end the turn here unless that cancel did.
+            if changes.changed().await.is_err() || self.awaiting_tools() != expected {
                 return false;
             }
-            state.running = true;
+        }
+        if self.awaiting_tools() != expected {
+            self.release_driver(None);
+            return false;
         }
         let error = ToolError {
             code: ABORTED_BEFORE_DISPATCH.to_owned(),
@@ -376,13 +403,6 @@ impl Agent {
             .append(draft)
             .map_err(|error| log(&error))?;
         Ok(())
-    }
-
-    /// Records the end (or the awaiting, `None`) of a turn this module drove, as the
-    /// driver loop does for the turns it runs.
-    fn release_turn(&self, reason: Option<TurnEndReason>) {
-        self.record_turn_end(reason);
-        self.bump_idle();
     }
 
     /// Gives the driver back after this module held it without a driver task: records

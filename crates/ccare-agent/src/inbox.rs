@@ -7,10 +7,12 @@
 //! store at `<session>/<id>` with the same value and no version row; opening the domain
 //! migrates them (version 0 → 1) so they still restore.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
 
+use ccare_core::kinds::{USER_MESSAGE, UserMessage};
 use ccare_core::{Message, Source};
+use ccare_session::Session;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -79,7 +81,8 @@ pub(crate) struct Inbox {
 }
 
 impl Inbox {
-    pub(crate) fn push(&mut self, target: Target, message: Message) -> Entry {
+    pub(crate) fn push(&mut self, target: Target, mut message: Message) -> Entry {
+        with_id(&mut message);
         let entry = Entry {
             id: self.next_id,
             target,
@@ -91,7 +94,8 @@ impl Inbox {
     }
 
     /// Puts a new entry at the front (a turn-stopping hook's steer).
-    pub(crate) fn push_front(&mut self, target: Target, message: Message) -> Entry {
+    pub(crate) fn push_front(&mut self, target: Target, mut message: Message) -> Entry {
+        with_id(&mut message);
         let entry = Entry {
             id: self.next_id,
             target,
@@ -177,6 +181,48 @@ impl Inbox {
     pub(crate) fn next_id(&self) -> u64 {
         self.next_id
     }
+}
+
+/// Gives a queued message without an id a fresh one, so that once a step logged it,
+/// a restore can tell it was applied ([`split_logged`]).
+fn with_id(message: &mut Message) {
+    if message.id.is_none() {
+        message.id = Some(uuid::Uuid::now_v7().to_string());
+    }
+}
+
+/// Splits restored `entries` into those still to apply and the ids of those a step
+/// already logged as a `user/message` (a crash came between the append and the
+/// delete of the row): each command is applied exactly once (ACT-2). Entries without
+/// a message id (rows of an older version) are kept.
+pub(crate) fn split_logged(session: &Session, entries: Vec<Entry>) -> (Vec<Entry>, Vec<u64>) {
+    if entries.is_empty() {
+        return (entries, Vec::new());
+    }
+    let logged: HashSet<String> = session.with_log(|log| {
+        log.events()
+            .iter()
+            .filter(|event| event.kind() == USER_MESSAGE)
+            .filter(|event| {
+                entries.iter().any(|entry| {
+                    entry
+                        .message
+                        .id
+                        .as_deref()
+                        .is_some_and(|id| event.data_json().contains(id))
+                })
+            })
+            .filter_map(|event| event.decode::<UserMessage>().ok()?.message.id)
+            .collect()
+    });
+    let (applied, kept): (Vec<Entry>, Vec<Entry>) = entries.into_iter().partition(|entry| {
+        entry
+            .message
+            .id
+            .as_ref()
+            .is_some_and(|id| logged.contains(id))
+    });
+    (kept, applied.into_iter().map(|entry| entry.id).collect())
 }
 
 /// A write to the inbox domain, kept in call order while the domain opens.
@@ -298,6 +344,21 @@ impl InboxStore {
         domain
             .flush(table.partition(&entry_key(session, 0)).as_deref())
             .await
+    }
+
+    /// Waits until every write queued so far for `session` is durable, like
+    /// [`InboxStore::flush`], but without opening the domain when nothing was ever
+    /// queued: with no write outstanding it returns at once, with no store call (the
+    /// barrier the kernel puts before its boundary events, ACT-2).
+    pub(crate) async fn settle(&self, host: &Arc<Host>, session: &str) -> Result<(), DomainError> {
+        let opening = {
+            let pending = self.pending.lock();
+            pending.draining || !pending.ops.is_empty()
+        };
+        if !opening && !self.domain.initialized() {
+            return Ok(());
+        }
+        self.flush(host, session).await
     }
 
     /// The durable entries of `session`, in id order; unreadable rows are skipped.

@@ -30,7 +30,7 @@ mod step;
 mod step_end;
 mod stream;
 
-pub(crate) use log::{append, flush, typed};
+pub(crate) use log::{append, flush, settle_inbox, typed};
 pub(crate) use request_only::join_request_only;
 
 use log::log_user;
@@ -87,6 +87,8 @@ async fn finish_turn(
         Ok(reason) | Err(Stop::End(reason)) => reason,
         Err(Stop::Await) => return None,
     };
+    // What the turn's plugins and tools queued is durable before its end is.
+    settle_inbox(agent).await;
     let end = ccare_core::kinds::TurnEnd {
         turn,
         reason: reason.clone(),
@@ -104,6 +106,8 @@ async fn finish_turn(
 /// any hook runs, or the opening plugin message kept for the pre-step chain), then
 /// runs its steps.
 async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnEndReason> {
+    // The opening entry's row (an idle hook's, written in the background) first.
+    settle_inbox(agent).await;
     append(agent, typed(&TurnStart { turn })?)?;
     let mut plugin_messages = Vec::new();
     let mut user_logged = false;
@@ -116,6 +120,16 @@ async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnE
     }
     flush(agent).await?;
     step::run_steps(agent, turn, 0, plugin_messages, user_logged).await
+}
+
+/// What the driver and the resume of an awaiting turn do once a turn they ran ended
+/// (or began to await, `None`): record it, make what it queued or deleted in the inbox
+/// durable, then wake the `when_idle` waiters — one block for both, so that neither
+/// reports idle before the inbox is durable.
+pub(crate) async fn after_turn(agent: &Agent, reason: Option<TurnEndReason>) {
+    agent.record_turn_end(reason);
+    settle_inbox(agent).await;
+    agent.bump_idle();
 }
 
 /// A turn ended by cancellation, with the cause recorded on the agent (the user's when

@@ -20,8 +20,11 @@
 //! `Agent::subscribe_from`): durable events (tool results, turn ends) with the chunks
 //! between them, so the screen follows the log. A turn is shown until the stream's
 //! `Idle`. If the chat falls behind, the stream says `Lagged` and the chat resubscribes
-//! from the last event it showed: no event is skipped or shown twice (chunks that were
-//! dropped are not replayed; the logged answer is complete in the session).
+//! from the last event it showed: no event is skipped or shown twice. Chunks dropped
+//! meanwhile are not replayed, so after a lag the answer's text deltas are held back
+//! until the attempt's committed `assistant/message`, which supplies the rest of the
+//! text: stdout gets the whole answer, each character once (dropped reasoning on
+//! stderr is not made up for).
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::time::{Duration, Instant};
@@ -80,6 +83,8 @@ pub(crate) async fn run(
         // Only what happens from now on: the log so far is not shown again.
         stream: agent.subscribe_from(session.head().checked_sub(1)),
         last_seq: session.head().checked_sub(1),
+        shown: String::new(),
+        lagged: false,
         agent,
         session: session.clone(),
         screen: Screen::new(),
@@ -109,6 +114,11 @@ struct Chat<'a> {
     /// The last event shown: where a lagged stream resumes, and what is never shown
     /// twice.
     last_seq: Option<u64>,
+    /// The answer text shown since the last committed attempt.
+    shown: String,
+    /// The stream lagged since the last committed attempt: text deltas may be missing,
+    /// so they wait for the committed message.
+    lagged: bool,
     screen: Screen,
     /// Ctrl-C cancelled the running turn.
     cancelling: bool,
@@ -266,6 +276,7 @@ impl Chat<'_> {
             StreamItem::Lagged { resume_from } => {
                 let resume_from = resume_from.max(self.last_seq);
                 self.stream = self.agent.subscribe_from(resume_from);
+                self.lagged = true;
                 Ok(())
             }
             StreamItem::Idle { .. } | StreamItem::AwaitingTools { .. } => Ok(()),
@@ -275,7 +286,12 @@ impl Chat<'_> {
     fn on_chunk(&mut self, live: &LiveChunk) -> std::io::Result<()> {
         let step = (live.turn, live.step);
         match &live.chunk {
-            Chunk::TextDelta { text, .. } => self.screen.text(step, text),
+            // After a lag the committed message gives the text (see `on_event`).
+            Chunk::TextDelta { .. } if self.lagged => Ok(()),
+            Chunk::TextDelta { text, .. } => {
+                self.shown.push_str(text);
+                self.screen.text(step, text)
+            }
             Chunk::ReasoningDelta { text, .. } => self.screen.reasoning(text),
             Chunk::BlockEnd {
                 block: ContentBlock::ToolCall(call),
@@ -293,6 +309,23 @@ impl Chat<'_> {
 
     fn on_event(&mut self, event: &Event) -> std::io::Result<()> {
         match event.kind() {
+            kinds::ASSISTANT_MESSAGE => {
+                let shown = std::mem::take(&mut self.shown);
+                if std::mem::take(&mut self.lagged)
+                    && let Ok(message) = event.decode::<AssistantMessage>()
+                {
+                    // What the dropped chunks carried: the committed text after what
+                    // was shown before the lag.
+                    let text = answer_text(&message);
+                    if let Some(rest) = text.strip_prefix(shown.as_str()) {
+                        self.screen.text((message.turn, message.step), rest)?;
+                    }
+                }
+            }
+            kinds::ASSISTANT_ATTEMPT => {
+                self.shown.clear();
+                self.lagged = false;
+            }
             kinds::TOOL_RESULT => {
                 if let Ok(result) = event.decode::<ToolResult>() {
                     self.screen.note(&result_line(&result), true)?;
@@ -618,6 +651,19 @@ impl Screen {
         self.open = Open::Nothing;
         Ok(())
     }
+}
+
+/// The text of an assistant message as its text deltas spelled it, blocks in order.
+fn answer_text(message: &AssistantMessage) -> String {
+    message
+        .message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::Text(text) => Some(text.text.as_str()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `text` cut to `width` characters, the last one an ellipsis when cut.

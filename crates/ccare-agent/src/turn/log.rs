@@ -39,6 +39,19 @@ pub(crate) async fn flush(agent: &Agent) -> StepResult<()> {
     })
 }
 
+/// The inbox barrier (ACT-2 "durable before acknowledged"): waits until every inbox
+/// row queued so far for the session (a plugin's or a tool's steer or inject, written
+/// in the background) is durable, so that it is durable no later than the event the
+/// kernel appends next. Costs no store call when no row is outstanding. A row that
+/// could not be written is reported here and stays queued in memory for this process.
+pub(crate) async fn settle_inbox(agent: &Agent) {
+    let host = &agent.inner.host;
+    let session = agent.inner.session.id();
+    if let Err(error) = host.inbox.settle(host, session.as_str()).await {
+        tracing::warn!(%session, %error, "an inbox row is not durable");
+    }
+}
+
 /// Logs `message` as a `user/message` on the surface.
 pub(super) fn log_user(agent: &Agent, message: Message) -> StepResult<()> {
     append(

@@ -10,7 +10,7 @@ use ccare_llm::{Assembled, Assembler, Chunk, Finish, PreparedCall};
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use super::{StepResult, append, typed};
+use super::{StepResult, append, settle_inbox, typed};
 use crate::agent::{Agent, CancelCause, LiveChunk};
 use crate::hooks::{HookContext, SettledOutcome, Settlement, StreamContext, StreamVerdict};
 
@@ -86,6 +86,9 @@ pub(super) async fn stream_call(
         }
     }
     drop(stream);
+    // What the stream observers queued (a watch's notice or resume) is durable before
+    // the attempt is committed.
+    settle_inbox(agent).await;
     let records = recorder.to_json();
     let assembled: Assembled = match protocol {
         Some(failure) => assembler.fail(failure),

@@ -5,9 +5,7 @@
 //! with nothing logged; a cancel answers the open calls `ABORTED_BEFORE_DISPATCH`; a
 //! mixed step runs the local calls and waits for the caller's.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -431,45 +429,13 @@ async fn external_child_entry() {
 }
 
 fn run_and_kill(dir: &Path) -> u64 {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "external::external_child_entry",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, "await")
-        .env(DIR_ENV, dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (lines, received) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let head = loop {
-        match received.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(line) => {
-                if let Some((_, head)) = line.split_once(MARKER) {
-                    break Some(head.trim().parse::<u64>().unwrap());
-                }
-            }
-            Err(_) => break None,
-        }
-    };
-    // SIGKILL: no destructor, no flush.
-    child.kill().unwrap();
-    let status = child.wait().unwrap();
-    assert!(!status.success());
-    head.expect("the child never reached the awaiting state")
+    let head = crate::child::kill_at_marker(
+        "external::external_child_entry",
+        &[(CHILD_ENV, "await".as_ref()), (DIR_ENV, dir.as_os_str())],
+        MARKER,
+        Duration::ZERO,
+    );
+    head.parse().unwrap()
 }
 
 /// ACT-3 across a crash: the turn awaits two caller calls, the process is killed with
@@ -528,4 +494,168 @@ async fn act_3_an_awaiting_turn_survives_kill_9_and_finishes_in_a_new_process() 
         events_of(&reread, "turn/end")[0]["reason"],
         json!({"kind": "completed"})
     );
+}
+
+/// ACT-3 with ACT-4: a caller that sends the results the moment the stream says the
+/// turn awaits them (before the driver has let go of the step) is accepted, not
+/// refused with `TOOL_RESULTS_MISMATCH`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_3_results_sent_on_the_awaiting_tools_item_are_accepted() {
+    for _ in 0..5 {
+        let dir = tempfile::tempdir().unwrap();
+        let kit = kit(dir.path(), TWO_CALLS);
+        let session = kit.session().await.unwrap();
+        let agent = kit.agent(&session, MODEL);
+        let mut stream = agent.subscribe_from(Some(session.head()));
+        agent.prompt_with_tools(PROMPT, vec![lookup()]).unwrap();
+        let call_ids = loop {
+            match tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .unwrap()
+            {
+                Some(ccare_agent::StreamItem::AwaitingTools { call_ids, .. }) => break call_ids,
+                Some(_) => {}
+                None => panic!("the stream ended"),
+            }
+        };
+        assert_eq!(call_ids, strs(&["c1", "c2"]));
+        agent
+            .tool_results(results(&[("c1", "A"), ("c2", "B")]))
+            .await
+            .unwrap();
+        assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+        assert_resumed_tail(&session, AWAITING_KINDS.len(), false);
+    }
+}
+
+/// ACT-2 on the resume path of ACT-3: a resumed turn cancelled without keep-inbox
+/// drops the prompt queued while it awaited; the agent reports idle (and the cancel
+/// returns) only once that deletion is durable, as the driver does for the turns it
+/// runs — so a front end that exits at idle never leaves a dropped prompt for the next
+/// process to run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_3_a_resumed_turn_reports_idle_only_once_its_inbox_is_durable() {
+    let store = Arc::new(ccare_agent::testing::FailingStore::default());
+    let script = format!(
+        "{}\n{{\"text\": \"one two three four five six seven eight nine ten\", \"delay_ms\": 30}}",
+        TWO_CALLS.lines().next().unwrap()
+    );
+    let kit = TestHost::builder(&script)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let session = kit.session().await.unwrap();
+    let id = session.id().clone();
+    let agent = kit.agent(&session, MODEL);
+    agent.prompt_with_tools(PROMPT, vec![lookup()]).unwrap();
+    wait_awaiting(&agent).await;
+    agent
+        .send(ccare_agent::Command::prompt("dropped by the cancel"))
+        .await
+        .unwrap();
+    agent
+        .tool_results(results(&[("c1", "A"), ("c2", "B")]))
+        .await
+        .unwrap();
+    // The resumed step streams; its row deletions will not be acknowledged for now.
+    store.hold_kv_writes();
+    let cancelling = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.cancel(CancelCause::User, false).await })
+    };
+    let idle = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.when_idle().await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        events_of(&session, "turn/end").last().unwrap()["reason"]["kind"],
+        "aborted",
+        "the turn ended"
+    );
+    assert!(
+        !idle.is_finished(),
+        "idle reported before the inbox is durable"
+    );
+    assert!(
+        !cancelling.is_finished(),
+        "cancel returned before the inbox is durable"
+    );
+    store.release_kv_writes();
+    cancelling.await.unwrap();
+    assert!(matches!(
+        idle.await.unwrap(),
+        Some(TurnEndReason::Aborted { .. })
+    ));
+    // Another process on the store finds nothing to run.
+    drop(agent);
+    drop(session);
+    drop(kit);
+    let next = TestHost::builder("").store(store.clone()).build().unwrap();
+    let session = next.open(&id).await.unwrap();
+    let agent = next.agent(&session, MODEL);
+    assert_eq!(agent.restore_inbox().await.unwrap(), 0);
+    assert!(
+        events_of(&session, "user/message")
+            .iter()
+            .all(|message| message["message"]["content"][0]["text"] != "dropped by the cancel")
+    );
+}
+
+/// ACT-3: a cancel that lands exactly as a turn starts awaiting tools (sent the moment
+/// the stream says so, while the driver may still be letting go of the step) answers
+/// the open calls `ABORTED_BEFORE_DISPATCH` and ends the turn `aborted`, like a cancel
+/// of a turn that has long been awaiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_3_a_cancel_landing_as_the_turn_starts_awaiting_aborts_the_open_calls() {
+    for _ in 0..10 {
+        let dir = tempfile::tempdir().unwrap();
+        let kit = kit(dir.path(), TWO_CALLS.lines().next().unwrap());
+        let session = kit.session().await.unwrap();
+        let agent = kit.agent(&session, MODEL);
+        let mut stream = agent.subscribe_from(Some(session.head()));
+        agent.prompt_with_tools(PROMPT, vec![lookup()]).unwrap();
+        loop {
+            match tokio::time::timeout(Duration::from_secs(10), stream.next())
+                .await
+                .unwrap()
+            {
+                Some(ccare_agent::StreamItem::AwaitingTools { .. }) => break,
+                Some(_) => {}
+                None => panic!("the stream ended"),
+            }
+        }
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            agent.cancel(CancelCause::User, false),
+        )
+        .await
+        .expect("the cancel returns");
+        let mut expected: Vec<String> = strs(&AWAITING_KINDS);
+        expected.extend(strs(&[
+            "tool/result",
+            "tool/result",
+            "step/end",
+            "turn/end",
+        ]));
+        assert_eq!(kinds(&session), expected);
+        let answers = events_of(&session, "tool/result");
+        for (answer, id) in answers.iter().zip(["c1", "c2"]) {
+            assert_eq!(answer["error"]["code"], ABORTED_BEFORE_DISPATCH);
+            assert_eq!(answer["message"]["content"][0]["call_id"], id);
+        }
+        assert_eq!(
+            events_of(&session, "step/end")[0],
+            json!({"turn": 1, "step": 1, "interrupted": true})
+        );
+        assert_eq!(
+            events_of(&session, "turn/end")[0]["reason"],
+            json!({"kind": "aborted", "cause": {"kind": "user"}})
+        );
+        assert!(agent.awaiting_tools().is_empty());
+        assert!(matches!(
+            agent.when_idle().await,
+            Some(TurnEndReason::Aborted { .. })
+        ));
+    }
 }

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod agent_loop;
+mod child;
 mod crash;
 mod external;
 mod instructions;

@@ -439,3 +439,453 @@ proptest! {
         });
     }
 }
+
+// -------------------------------------------------------------------------------------
+// Caller-executed tools, restarts while a turn awaits them, and `kill -9` mid-turn
+// -------------------------------------------------------------------------------------
+
+/// The fake OpenAI endpoint's model.
+const FAKE_MODEL: &str = "f/model";
+/// What a tool prompt says; the fake model answers it with two `lookup` calls.
+const TOOLS_PROMPT: &str = "tools-prompt ";
+const CHILD_ENV: &str = "CCARE_AGENT_PROTOCOL_CHILD";
+const CHILD_DB_ENV: &str = "CCARE_AGENT_PROTOCOL_DB";
+const CHILD_SESSION_ENV: &str = "CCARE_AGENT_PROTOCOL_SESSION";
+const CHILD_MARKER: &str = "CCARE-PROTOCOL-ACKED";
+
+/// The ids of the two calls the model makes for tool prompt `n`.
+fn call_ids(n: u64) -> [String; 2] {
+    [format!("call{n}a"), format!("call{n}b")]
+}
+
+/// The fake model: the newest tool prompt of the request whose calls it has not made yet
+/// gets two `lookup` calls; anything else gets `ok`. Deciding from the request (not
+/// from a fixed reply order) keeps it right whatever the interleaving did.
+fn respond(request: &ccare_fake_openai::RecordedRequest) -> ccare_fake_openai::Reply {
+    let body = &request.raw_body;
+    let mut prompts: Vec<u64> = body
+        .match_indices(TOOLS_PROMPT)
+        .filter_map(|(at, _)| {
+            let digits: String = body[at + TOOLS_PROMPT.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().ok()
+        })
+        .collect();
+    prompts.sort_unstable();
+    prompts.dedup();
+    for n in prompts.into_iter().rev() {
+        let [a, b] = call_ids(n);
+        if !body.contains(&format!("\"{a}\"")) {
+            let script = ccare_fake_openai::Script::new()
+                .tool_call(0, Some(&a), Some("lookup"), r#"{"q":"a"}"#)
+                .tool_call(1, Some(&b), Some("lookup"), r#"{"q":"b"}"#)
+                .finish("tool_calls")
+                .usage(ccare_fake_openai::openai_usage(10, 0, 2, 0));
+            return ccare_fake_openai::Reply::Chunks(script);
+        }
+    }
+    ccare_fake_openai::Reply::text("ok")
+}
+
+/// A host over the SQLite file `db` whose model `f/model` is the fake endpoint at `url`.
+fn fake_process(db: &Path, url: &str) -> TestHost {
+    let mut provider = ccare_llm::ProviderConfig::new(ccare_llm::ProviderKind::Openai);
+    provider.base_url = Some(url.to_owned());
+    provider.api_key_env = Some("FAKE_KEY".into());
+    provider.max_attempts = 1;
+    let mut config = ccare_llm::LlmConfig::default();
+    config.providers.insert("f".into(), provider);
+    config
+        .models
+        .insert(FAKE_MODEL.into(), ccare_llm::ModelConfig::default());
+    TestHost::builder("")
+        .sqlite_file(db)
+        .llm_config(config)
+        .env("FAKE_KEY", "sk")
+        .build()
+        .unwrap()
+}
+
+/// One step of a random interleaving with caller-executed tools.
+#[derive(Debug, Clone)]
+enum ToolOp {
+    Prompt,
+    Steer,
+    Inject,
+    Cancel {
+        keep_inbox: bool,
+    },
+    /// A prompt whose turn declares `lookup`; the model calls it twice and the turn
+    /// awaits the caller.
+    ToolPrompt,
+    /// The results of exactly the open calls (after the agent settles when `wait`);
+    /// refused, nothing logged, when no call is open.
+    Results {
+        wait: bool,
+    },
+    /// A new host over the same file, at idle or while a turn awaits tools.
+    Restart,
+    /// A child process on the same file acknowledges a prompt and is killed with
+    /// SIGKILL `delay_ms` later, mid-turn.
+    Crash {
+        delay_ms: u64,
+    },
+}
+
+fn tool_op() -> impl Strategy<Value = ToolOp> {
+    prop_oneof![
+        2 => Just(ToolOp::Prompt),
+        1 => Just(ToolOp::Steer),
+        1 => Just(ToolOp::Inject),
+        1 => any::<bool>().prop_map(|keep_inbox| ToolOp::Cancel { keep_inbox }),
+        3 => Just(ToolOp::ToolPrompt),
+        3 => any::<bool>().prop_map(|wait| ToolOp::Results { wait }),
+        2 => Just(ToolOp::Restart),
+        1 => (0u64..40).prop_map(|delay_ms| ToolOp::Crash { delay_ms }),
+    ]
+}
+
+/// What an interleaving had acknowledged: messages (with whether a later cancel
+/// without keep-inbox may have dropped them) and tool results `(call id, text)`.
+#[derive(Debug, Default)]
+struct Acked {
+    messages: Vec<(String, bool)>,
+    results: Vec<(String, String)>,
+}
+
+/// Answers every open call until the agent settles with nothing awaiting.
+async fn settle(agent: &Agent, acked: &mut Acked, round: &str) {
+    for attempt in 0.. {
+        agent.when_idle().await;
+        let open = agent.awaiting_tools();
+        if open.is_empty() {
+            return;
+        }
+        assert!(attempt < 50, "the turn keeps awaiting tools");
+        answer(agent, &open, &format!("{round}.{attempt}"), acked).await;
+    }
+}
+
+/// Sends the results of `open` (each `result <round> <id>`); acknowledged, they are
+/// expected logged once.
+async fn answer(agent: &Agent, open: &[String], round: &str, acked: &mut Acked) {
+    let results: Vec<CallerResult> = open
+        .iter()
+        .map(|id| CallerResult::text(id.clone(), format!("result {round} {id}")))
+        .collect();
+    agent.send(Command::ToolResults(results)).await.unwrap();
+    for id in open {
+        acked
+            .results
+            .push((id.clone(), format!("result {round} {id}")));
+    }
+}
+
+/// The child of [`ToolOp::Crash`]: opens the session (after the parent let go), sends
+/// a prompt, reports the acknowledgement and keeps running until it is killed. A no-op
+/// unless the parent set `CHILD_ENV`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_child_entry() {
+    let (Ok(text), Some(db), Ok(id)) = (
+        std::env::var(CHILD_ENV),
+        std::env::var_os(CHILD_DB_ENV),
+        std::env::var(CHILD_SESSION_ENV),
+    ) else {
+        return;
+    };
+    // Slow answers, so the kill lands while a turn runs.
+    let slow = vec![r#"{"text": "one two three four five six seven eight", "delay_ms": 4}"#; 40];
+    let kit = TestHost::builder(&slow.join("\n"))
+        .sqlite_file(Path::new(&db))
+        .build()
+        .unwrap();
+    let session = kit.open(&SessionId::new(id).unwrap()).await.unwrap();
+    let agent = kit.agent(&session, MODEL);
+    agent.restore_inbox().await.unwrap();
+    agent.send(input(&text)).await.unwrap();
+    println!("\n{CHILD_MARKER}");
+    std::future::pending::<()>().await;
+}
+
+/// Runs `ops` against one session over the fake model at `url`; returns what was
+/// acknowledged and the session id.
+async fn interleave_tools(db: &Path, url: &str, ops: &[ToolOp]) -> (Acked, SessionId) {
+    let mut kit = fake_process(db, url);
+    let mut session = kit.session().await.unwrap();
+    let id = session.id().clone();
+    let mut agent: Agent = kit.agent(&session, FAKE_MODEL);
+    let mut acked = Acked::default();
+    for (index, op) in ops.iter().enumerate() {
+        match op {
+            ToolOp::Prompt => {
+                let text = format!("prompt {index}");
+                agent.send(input(&text)).await.unwrap();
+                acked.messages.push((text, false));
+            }
+            ToolOp::Steer => {
+                let text = format!("steer {index}");
+                agent.send(Command::Steer(user(&text))).await.unwrap();
+                acked.messages.push((text, false));
+            }
+            ToolOp::Inject => {
+                let text = format!("inject {index}");
+                agent.send(Command::Inject(notice(&text))).await.unwrap();
+                acked.messages.push((text, false));
+            }
+            ToolOp::Cancel { keep_inbox } => {
+                agent
+                    .send(Command::Cancel {
+                        keep_inbox: *keep_inbox,
+                    })
+                    .await
+                    .unwrap();
+                if !keep_inbox {
+                    for entry in &mut acked.messages {
+                        entry.1 = true;
+                    }
+                }
+            }
+            ToolOp::ToolPrompt => {
+                let text = format!("{TOOLS_PROMPT}{index}");
+                let message = agent
+                    .user_message_with_tools(text.clone(), vec![lookup()])
+                    .unwrap();
+                agent
+                    .send(Command::UserInput {
+                        message,
+                        options: None,
+                    })
+                    .await
+                    .unwrap();
+                acked.messages.push((text, false));
+            }
+            ToolOp::Results { wait } => {
+                if *wait {
+                    agent.when_idle().await;
+                }
+                let open = agent.awaiting_tools();
+                if open.is_empty() {
+                    let head = session.head();
+                    let refused = agent
+                        .send(Command::ToolResults(vec![CallerResult::text(
+                            format!("nobody-{index}"),
+                            "stray",
+                        )]))
+                        .await
+                        .unwrap_err();
+                    assert_eq!(refused.code(), TOOL_RESULTS_MISMATCH);
+                    if !agent.is_busy() {
+                        assert_eq!(session.head(), head, "nothing logged");
+                    }
+                } else {
+                    answer(&agent, &open, &index.to_string(), &mut acked).await;
+                }
+            }
+            ToolOp::Restart | ToolOp::Crash { .. } => {
+                agent.when_idle().await;
+                drop(agent);
+                drop(session);
+                drop(kit);
+                if let ToolOp::Crash { delay_ms } = op {
+                    let text = format!("crash {index}");
+                    let (db, id, child_text) =
+                        (db.to_owned(), id.as_str().to_owned(), text.clone());
+                    let delay = std::time::Duration::from_millis(*delay_ms);
+                    tokio::task::spawn_blocking(move || {
+                        crate::child::kill_at_marker(
+                            "protocol::protocol_child_entry",
+                            &[
+                                (CHILD_ENV, child_text.as_ref()),
+                                (CHILD_DB_ENV, db.as_os_str()),
+                                (CHILD_SESSION_ENV, id.as_ref()),
+                            ],
+                            CHILD_MARKER,
+                            delay,
+                        )
+                    })
+                    .await
+                    .unwrap();
+                    acked.messages.push((text, false));
+                }
+                kit = fake_process(db, url);
+                session = kit.open(&id).await.unwrap();
+                agent = kit.agent(&session, FAKE_MODEL);
+                agent.restore_inbox().await.unwrap();
+            }
+        }
+    }
+    // Injected entries wait for a step and queued prompts for the awaiting turn: answer
+    // what is open, then one last prompt lets every one enter.
+    settle(&agent, &mut acked, "settle").await;
+    agent.send(input("last")).await.unwrap();
+    acked.messages.push(("last".to_owned(), false));
+    settle(&agent, &mut acked, "last").await;
+    drop(agent);
+    drop(session);
+    drop(kit);
+    (acked, id)
+}
+
+/// How many `tool/result` events answer `call_id` with exactly `text`.
+fn results_logged(events: &[(String, Value)], call_id: &str, text: &str) -> usize {
+    events
+        .iter()
+        .filter(|(kind, data)| {
+            let block = &data["message"]["content"][0];
+            kind == "tool/result"
+                && block["call_id"] == call_id
+                && block["content"][0]["text"] == text
+        })
+        .count()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// ACT-2 with ACT-3: random interleavings of prompts, steers, injects, cancels,
+    /// prompts whose turn awaits two caller-executed calls, their results (accepted
+    /// when they name exactly the open calls, refused otherwise), restarts (also while
+    /// a turn awaits tools) and `kill -9` of a child process mid-turn always leave a
+    /// log the audit (`sessions check`) accepts, in which every acknowledged message is
+    /// logged exactly once (at most once when a later cancel without keep-inbox may
+    /// have dropped it), every acknowledged tool result exactly once, no refused one,
+    /// and no caller-executed call is answered `TOOL_NOT_STARTED`.
+    #[test]
+    fn act_2_random_interleavings_with_caller_tools_and_crashes_apply_each_acknowledged_command_once(
+        ops in proptest::collection::vec(tool_op(), 1..10)
+    ) {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let server = ccare_fake_openai::FakeServer::start().await.unwrap();
+            server.respond_with(respond);
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("ccare.db");
+            let (acked, id) = interleave_tools(&db, &server.base_url(), &ops).await;
+            let check = fake_process(&db, &server.base_url());
+            let loaded = check.sessions().load(&id).await.unwrap();
+            assert!(
+                loaded.violations.is_empty(),
+                "sessions check: {:?} after {ops:?}",
+                loaded.violations
+            );
+            let session = check.open(&id).await.unwrap();
+            let events = all_events(&session);
+            for (text, droppable) in &acked.messages {
+                let count = logged(&events, text);
+                if *droppable {
+                    assert!(count <= 1, "{text:?} logged {count} times after {ops:?}");
+                } else {
+                    assert_eq!(count, 1, "{text:?} after {ops:?}");
+                }
+            }
+            for (call_id, text) in &acked.results {
+                assert_eq!(
+                    results_logged(&events, call_id, text),
+                    1,
+                    "{text:?} after {ops:?}"
+                );
+            }
+            for (kind, data) in &events {
+                if kind == "tool/result" {
+                    assert_ne!(data["message"]["content"][0]["content"][0]["text"], "stray");
+                    assert_ne!(data["error"]["code"], ccare_session::TOOL_NOT_STARTED, "after {ops:?}");
+                }
+            }
+            let agent = check.agent(&session, FAKE_MODEL);
+            assert_eq!(agent.restore_inbox().await.unwrap(), 0, "nothing left queued");
+        });
+    }
+}
+
+// -------------------------------------------------------------------------------------
+// Rows queued in the background are durable before the kernel's next boundary event
+// -------------------------------------------------------------------------------------
+
+/// A local tool that holds back the store's KV acknowledgements (a row written but not
+/// durable yet) and then injects a notice through its context, as context care's
+/// `context_rest` does.
+struct HoldAndInject {
+    def: ccare_agent::ToolDef,
+    store: std::sync::Arc<ccare_agent::testing::FailingStore>,
+    ran: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+impl ccare_agent::Tool for HoldAndInject {
+    fn def(&self) -> &ccare_agent::ToolDef {
+        &self.def
+    }
+
+    fn call(
+        &self,
+        context: ccare_agent::ToolContext,
+        _arguments: Value,
+    ) -> ccare_agent::BoxFuture<'static, ccare_agent::ToolOutcome> {
+        self.store.hold_kv_writes();
+        context.inbox.inject(notice("noted"));
+        let _ = self.ran.send(());
+        Box::pin(async { Ok(vec![ContentBlock::text("queued")]) })
+    }
+}
+
+/// ACT-2 "durable before acknowledged" for the kernel's background writes: a row a tool
+/// queued (an inject, written through the inbox domain's queue) is durable before the
+/// step's `step/end` is appended, so a crash can never keep the step's end and lose
+/// the row. While the row's write is not acknowledged the log stops at the tool's
+/// result; once it is, the turn goes on and the notice enters the next step once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_2_a_row_a_tool_queued_is_durable_before_its_step_ends() {
+    let store = std::sync::Arc::new(ccare_agent::testing::FailingStore::default());
+    let script = "{\"tool_calls\": [{\"name\": \"note\", \"arguments\": {}, \"id\": \"n1\"}]}\n{\"text\": \"done\"}";
+    let kit = TestHost::builder(script)
+        .store(store.clone())
+        .build()
+        .unwrap();
+    let (ran, mut tool_ran) = tokio::sync::mpsc::unbounded_channel();
+    kit.host()
+        .add_tool(std::sync::Arc::new(HoldAndInject {
+            def: ccare_agent::ToolDef {
+                spec: ccare_llm::ToolSpec {
+                    name: "note".into(),
+                    description: "notes something for the next step".into(),
+                    input_schema: serde_json::json!({"type": "object"}),
+                },
+                concurrency: ccare_agent::Concurrency::ParallelSafe,
+                timeout_ms: None,
+                validates_own_arguments: false,
+            },
+            store: store.clone(),
+            ran,
+        }))
+        .unwrap();
+    let session = kit.session().await.unwrap();
+    let agent = kit.agent(&session, MODEL);
+    agent.send(input("note it")).await.unwrap();
+    tool_ran.recv().await.unwrap();
+    // Time for a kernel that does not wait to write the rest of the turn.
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(
+        ccare_agent::testing::kinds(&session),
+        [
+            "turn/start",
+            "user/message",
+            "step/start",
+            "request/header",
+            "request/context",
+            "assistant/message",
+            "tool/call",
+            "tool/result",
+        ],
+        "nothing after the tool's result while its row is not durable"
+    );
+    store.release_kv_writes();
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let events = all_events(&session);
+    assert_eq!(logged(&events, "noted"), 1);
+    assert_eq!(kit.script().requests().len(), 2);
+}

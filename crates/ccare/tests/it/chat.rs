@@ -539,3 +539,38 @@ async fn no_color_turns_off_log_colours_and_dimmed_reasoning_on_a_terminal() {
         "NO_COLOR=1 leaves no escape code: {plain:?}"
     );
 }
+
+/// ACT-4 in `ccare chat`: a chat whose stdout is not read falls behind the agent's
+/// stream (`Lagged`), resubscribes, and still prints the whole answer on stdout, each
+/// word once, in order — nothing lost with the dropped chunks, nothing shown twice.
+#[test]
+fn act_4_a_lagging_chat_prints_the_whole_answer_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // Far more chunks than the stream holds and more bytes than a pipe buffers, so the
+    // chat blocks on stdout while the agent streams on.
+    let words: Vec<String> = (0..30_000).map(|index| format!("w{index}")).collect();
+    let answer = words.join(" ");
+    let reply = serde_json::json!({ "text": answer });
+    std::fs::write(dir.path().join("s.jsonl"), format!("{reply}\n")).unwrap();
+    let mut child = ccare_command(dir.path())
+        .args(["--home", "home", "chat", "--provider", "script:s.jsonl"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Say it all\n")
+        .unwrap();
+    // Nobody reads stdout for a while: the chat's writes block, its stream lags.
+    std::thread::sleep(Duration::from_secs(2));
+    let output = child.wait_with_output().unwrap();
+    let stderr = text(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let stdout = text(&output.stdout);
+    assert_eq!(stdout.len(), answer.len() + 1, "{stderr}");
+    assert_eq!(stdout, format!("{answer}\n"));
+}
