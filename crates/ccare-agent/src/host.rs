@@ -236,6 +236,13 @@ impl PluginScope<'_> {
         self.host.side_requests()
     }
 
+    /// The host's session engine, for plugins that read sessions outside a turn (e.g.
+    /// context-care's management routes): `Sessions::load` reads and audits without
+    /// repairing or appending, so it needs no lease.
+    pub fn sessions(&self) -> Arc<Sessions> {
+        Arc::clone(&self.host.sessions)
+    }
+
     /// The host's per-session rule controls (RC-*, CC-CTL), to consult at run time.
     pub fn controls(&self) -> Controls {
         self.host.controls.clone()
@@ -262,6 +269,13 @@ impl PluginScope<'_> {
             .write()
             .tool_gates
             .push(Registered { owner, hook: gate });
+    }
+
+    /// Registers an HTTP route owned by this plugin (H-HTTP-1); a path already
+    /// registered is `ROUTE_CONFLICT`. Removed on unmount.
+    pub fn route(&mut self, spec: crate::routes::RouteSpec) -> Result<(), ScopeError> {
+        self.host.routes.register(&self.owner, spec)?;
+        Ok(())
     }
 
     /// Adds an idle hook.
@@ -308,6 +322,8 @@ pub struct Host {
     pub(crate) controls: Controls,
     /// The agents' durable inbox (the `agent_inbox` domain, ACT-2).
     pub(crate) inbox: crate::inbox::InboxStore,
+    /// The HTTP routes the host and its plugins registered (H-HTTP-1).
+    routes: crate::routes::Routes,
     control_sources: RwLock<Vec<Registered<String>>>,
     mounted: RwLock<BTreeMap<String, Vec<Registration>>>,
     /// Per mounted plugin: cancelled when it is unmounted.
@@ -338,6 +354,7 @@ impl Host {
             domains: Domains::new(Arc::clone(&store)),
             controls: Controls::new(store),
             inbox: crate::inbox::InboxStore::default(),
+            routes: crate::routes::Routes::default(),
             control_sources: RwLock::new(Vec::new()),
             mounted: RwLock::new(BTreeMap::new()),
             lifetimes: RwLock::new(BTreeMap::new()),
@@ -368,6 +385,12 @@ impl Host {
     /// The per-session rule controls every plugin consults (RC-*, CC-CTL).
     pub fn controls(&self) -> &Controls {
         &self.controls
+    }
+
+    /// The HTTP route table (H-HTTP-1): plugins register into it while they mount,
+    /// the server registers its own routes (owner `server`) and serves them all.
+    pub fn routes(&self) -> &crate::routes::Routes {
+        &self.routes
     }
 
     /// Registers a host tool (owner `host`).
@@ -436,6 +459,7 @@ impl Host {
             .write()
             .retain(|section| section.owner != name);
         self.domains.close_owner(name);
+        self.routes.remove_owner(name);
         self.control_sources.write().retain(|source| {
             if source.owner == name {
                 self.controls.unregister(&source.hook);

@@ -15,6 +15,8 @@
 //!   same request hooks and segments.
 //! - [`instructions`] installs the agent's own instructions (base prompt, configured
 //!   text, the workspace's `AGENTS.md`) as the first system-prompt sections.
+//! - [`routes`] is the HTTP route table (H-HTTP-1): the host and plugins register
+//!   framework-free routes; `ccare serve` serves them behind its fence and auth.
 //! - [`tools`] holds the built-in tools (files confined to the workspace, session search).
 //! - [`domains`] and [`controls`] are `ccare-domains`' storage domains and rule controls,
 //!   re-exported here; the kernel wires them into every [`PluginScope`] and loads a
@@ -34,6 +36,7 @@ mod inbox;
 pub mod instructions;
 mod mount_error;
 mod request;
+pub mod routes;
 mod sections;
 mod side;
 mod stream;

@@ -51,4 +51,7 @@ pub enum ScopeError {
     /// The controls source is malformed or already registered.
     #[error(transparent)]
     Controls(#[from] ControlsError),
+    /// The route's path is already registered (`ROUTE_CONFLICT`) or it has no methods.
+    #[error(transparent)]
+    Route(#[from] crate::routes::RouteError),
 }

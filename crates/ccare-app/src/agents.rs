@@ -224,6 +224,55 @@ impl Agents {
         stopped
     }
 
+    /// A handle of `id`'s actor when one runs in this process now; `None` otherwise
+    /// (nothing is started, no lease taken): for readers that report a session's live
+    /// state without driving it.
+    pub async fn running(&self, id: &SessionId) -> Option<AgentHandle> {
+        let slot = self
+            .shared
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(id)
+            .cloned()?;
+        let running = slot.lock().await;
+        running.as_ref().map(|actor| actor.handle(0))
+    }
+
+    /// Stops every actor running here now, whoever holds its handles (a server
+    /// shutting down): a running turn is cancelled with `cause` (recorded as cancelled
+    /// in its log; claimed inbox entries go back to the inbox), then the session is
+    /// flushed and closed and the lease released. Returns the sessions stopped and the
+    /// failures, by session.
+    pub async fn stop_all(
+        &self,
+        cause: ccare_core::kinds::CancelCause,
+    ) -> (Vec<SessionId>, Vec<(SessionId, AppError)>) {
+        let slots: Vec<(SessionId, Arc<Slot>)> = self
+            .shared
+            .slots
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(id, slot)| (id.clone(), Arc::clone(slot)))
+            .collect();
+        let mut stopped = Vec::new();
+        let mut failed = Vec::new();
+        for (id, slot) in slots {
+            let mut running = slot.lock().await;
+            let Some(actor) = running.take() else {
+                continue;
+            };
+            actor.agent.cancel(cause.clone(), true).await;
+            if let Err(error) = actor.shut_down(&self.shared.host).await {
+                failed.push((id.clone(), error));
+            }
+            self.shared.forget(&id, &slot);
+            stopped.push(id);
+        }
+        (stopped, failed)
+    }
+
     /// Whether an actor of `id` runs in this process now.
     pub async fn is_running(&self, id: &SessionId) -> bool {
         let slot = self

@@ -35,7 +35,7 @@ pub struct RouteInfo<'a> {
 }
 
 /// Where `R` came from (CC-BUD-1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum CompletionSource {
     /// The request's own `maxTokens`.
     #[serde(rename = "explicit")]
@@ -52,7 +52,7 @@ pub enum CompletionSource {
 /// value satisfies CC-BUD-2: `H > 0`, `0 < S ≤ H`, `0 ≤ tail < S`, `L > 0`.
 ///
 /// Serialized in camelCase for the journal's `budget` and the UI.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[non_exhaustive]
 pub struct Budget {
@@ -92,7 +92,7 @@ pub struct Budget {
 }
 
 /// The budget phase of a request (CC-BUD-1, CC-BUD-3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BudgetPhase {
     /// No capacity known: dispatch unchecked, no automatic maintenance.
@@ -106,7 +106,7 @@ pub enum BudgetPhase {
 }
 
 /// Which limit a request is over (CC-BUD-3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum BudgetKind {
     /// Over `physicalInput` only.
@@ -119,7 +119,7 @@ pub enum BudgetKind {
 
 /// A request's input placed against a budget (CC-BUD-3). `hardInput` and the deficits
 /// are absent when the phase is unknown.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BudgetAssessment {
     /// `Q`.

@@ -13,15 +13,18 @@ use parking_lot::Mutex;
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::boundary::NoticeScan;
 use crate::budget::{Budget, RouteInfo, resolve};
 use crate::config::{CareConfig, RoutePurpose};
 use crate::hysteresis::{HysteresisController, HysteresisThresholds};
-use crate::journal::{JournalEntry, RequestJournal, calibration_record};
+use crate::journal::{DigestCache, JournalDigest, RequestJournal};
 use crate::metrics::{ContextCareMetrics, MetricInputs};
 use crate::plugin::RouteSnapshot;
 use crate::pricing::{
-    CalibrationRecord, FileTexts, FrozenPricing, ImagePricing, PricingBasis, calibrate,
+    FileTexts, FrozenPricing, ImagePricing, Price, PriceCache, Pricer, PricingBasis, PricingError,
+    calibrate_each,
 };
+use ccare_session::DerivedView;
 
 /// The controls source of context-care (CC-CTL-1).
 pub(crate) const CONTROL_SOURCE: &str = "context-care";
@@ -92,6 +95,30 @@ pub(crate) struct SessionCare {
     /// Each seen message's memo part (CC-MNT-5), by seq: a message at a seq never
     /// changes, so it is hashed and priced once.
     pub(crate) memo_parts: HashMap<u64, crate::memo::MemoPart>,
+    /// The unscaled prices of the session's surface messages, kept between boundaries
+    /// (issue 14 target 1): every measurement of the session's view on a [`Frozen`]
+    /// of this session prices only what changed since the last.
+    pub(crate) prices: Arc<Mutex<PriceCache>>,
+    /// The latest pricing [`Care::freeze`] captured, with what it read of the journal.
+    pub(crate) frozen: Option<FrozenAt>,
+    /// The session's journal records as the latest freeze decoded them.
+    pub(crate) digests: Arc<Mutex<DigestCache>>,
+    /// Where the latest status notice is on the session's surface.
+    pub(crate) notices: Arc<Mutex<NoticeScan>>,
+}
+
+/// A pricing [`Care::freeze`] captured, with the session's journal write stamp read
+/// before the flush it followed ([`RequestJournal::writes`]): while the stamp is
+/// unchanged, the session's journal is too, and so is the pricing it would capture.
+#[derive(Debug, Clone)]
+pub(crate) struct FrozenAt {
+    /// The session's journal write stamp.
+    pub(crate) writes: u64,
+    /// The pricing.
+    pub(crate) frozen: Frozen,
+    /// Whether the journal it was calibrated on shows anything compacted or refused
+    /// (`quiet.rs`).
+    pub(crate) eventful: bool,
 }
 
 /// A conversation request as the gate priced it, for the overflow proof (CC-OVF-3).
@@ -123,6 +150,73 @@ pub(crate) struct Frozen {
     /// The calibration header key of the latest conversation request (route, sampling,
     /// tools), `None` before the first; part of the no-useful-range memo (CC-MNT-5).
     pub(crate) header_key: Option<String>,
+    /// The session's price cache, which measurements of its view go through (`None`:
+    /// price every message afresh).
+    pub(crate) prices: Option<Arc<Mutex<PriceCache>>>,
+}
+
+impl Frozen {
+    /// The unscaled price of the messages of `view` (`price([…messages])`), through the
+    /// session's price cache when there is one.
+    pub(crate) fn surface_total(
+        &self,
+        pricer: &Pricer<'_>,
+        view: &DerivedView,
+    ) -> Result<Price, PricingError> {
+        self.messages_total(pricer, view.content_generation, None, &view.messages)
+    }
+
+    /// [`Frozen::surface_total`] of a surface's messages at `content_generation`: a
+    /// view's, or (with its `replace_generation`) the live log's
+    /// [`ccare_session::SessionLog::derived_messages`], which only grow between two
+    /// replaces ([`PriceCache::surface_total_grown`]).
+    pub(crate) fn messages_total(
+        &self,
+        pricer: &Pricer<'_>,
+        content_generation: u64,
+        replace_generation: Option<u64>,
+        messages: &[ccare_session::DerivedMessage],
+    ) -> Result<Price, PricingError> {
+        match &self.prices {
+            Some(prices) => {
+                let mut prices = prices.lock();
+                match replace_generation {
+                    Some(replace) => {
+                        prices.surface_total_grown(pricer, content_generation, replace, messages)
+                    }
+                    None => prices.surface_total(pricer, content_generation, messages),
+                }
+            }
+            None => pricer
+                .request(
+                    None,
+                    messages.iter().map(|derived| &*derived.message),
+                    &Value::Null,
+                )
+                .map(|price| price.messages_total()),
+        }
+    }
+
+    /// The unscaled price of each message of `view`, in order, through the session's
+    /// price cache when there is one.
+    pub(crate) fn surface_prices(
+        &self,
+        pricer: &Pricer<'_>,
+        view: &DerivedView,
+    ) -> Result<Vec<Price>, PricingError> {
+        match &self.prices {
+            Some(prices) => {
+                prices
+                    .lock()
+                    .surface_prices(pricer, view.content_generation, &view.messages)
+            }
+            None => view
+                .messages
+                .iter()
+                .map(|derived| pricer.message(&derived.message))
+                .collect(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Frozen {
@@ -192,10 +286,58 @@ impl Care {
         &self,
         session: &ccare_session::Session,
     ) -> Result<(), CareError> {
-        if self.sessions.lock().contains_key(session.id()) {
+        self.ensure_id(session.id()).await
+    }
+
+    /// [`Care::ensure_session`] by id: for readers that hold a loaded log rather than
+    /// an open session (the read-only report, the management routes).
+    pub(crate) async fn ensure_id(&self, session: &SessionId) -> Result<(), CareError> {
+        if self.sessions.lock().contains_key(session) {
             return Ok(());
         }
-        let entries = self.journal.list(session.id()).await?;
+        let controller = self.replayed_controller(session).await?;
+        self.sessions
+            .lock()
+            .entry(session.clone())
+            .or_insert(SessionCare {
+                controller,
+                rest_pending: false,
+                generation_at_boundary: None,
+                last_dispatch: None,
+                overflow_retries: 0,
+                queue: Arc::default(),
+                memo_parts: HashMap::new(),
+                prices: Arc::default(),
+                frozen: None,
+                digests: Arc::default(),
+                notices: Arc::default(),
+            });
+        Ok(())
+    }
+
+    /// Whether the session's maintenance controller is armed (CC-HYS-1), changing no
+    /// state: this process's controller when it has one, else the journal's replay.
+    /// For readers (the management routes) of a session this process may never drive,
+    /// whose state must then still be derived when it first does.
+    pub(crate) async fn armed_now(&self, session: &SessionId) -> Result<bool, CareError> {
+        let held = self
+            .sessions
+            .lock()
+            .get(session)
+            .map(|state| state.controller.is_armed());
+        match held {
+            Some(armed) => Ok(armed),
+            None => Ok(self.replayed_controller(session).await?.is_armed()),
+        }
+    }
+
+    /// The controller the journal's conversation requests leave (their `Q` against
+    /// their budget's `S` and `L`).
+    async fn replayed_controller(
+        &self,
+        session: &SessionId,
+    ) -> Result<HysteresisController, CareError> {
+        let entries = self.journal.list(session).await?;
         let mut controller = HysteresisController::new();
         for entry in &entries {
             let request = entry.request();
@@ -215,19 +357,7 @@ impl Care {
                     });
             controller.observe(q, thresholds);
         }
-        self.sessions
-            .lock()
-            .entry(session.id().clone())
-            .or_insert(SessionCare {
-                controller,
-                rest_pending: false,
-                generation_at_boundary: None,
-                last_dispatch: None,
-                overflow_retries: 0,
-                queue: Arc::default(),
-                memo_parts: HashMap::new(),
-            });
-        Ok(())
+        Ok(controller)
     }
 
     /// Runs `f` on the session's state.
@@ -237,6 +367,22 @@ impl Care {
         f: impl FnOnce(&mut SessionCare) -> T,
     ) -> T {
         f(self.sessions.lock().entry(session.clone()).or_default())
+    }
+
+    /// `read` of the latest status notice on the session's surface as its log holds it
+    /// now (`None`: there is none), read under the session's lock.
+    pub(crate) fn latest_notice<T>(
+        &self,
+        session: &ccare_session::Session,
+        read: impl FnOnce(Option<&ccare_session::DerivedMessage>) -> T,
+    ) -> T {
+        let scan = self.with_session(session.id(), |state| Arc::clone(&state.notices));
+        session.with_log(|log| read(scan.lock().latest(log)))
+    }
+
+    /// The session's price cache (created with its state).
+    pub(crate) fn price_cache(&self, session: &SessionId) -> Arc<Mutex<PriceCache>> {
+        self.with_session(session, |state| Arc::clone(&state.prices))
     }
 
     /// The conversation budget of the plugin's route; `None` when capacity is unknown
@@ -260,15 +406,29 @@ impl Care {
 
     /// Flushes the journal, then freezes the session's pricing (CC-PRC-4): the scale
     /// calibrated on the latest conversation header's real usage (CC-PRC-3).
+    /// Unchanged journal, unchanged pricing: while no write of the session's journal
+    /// records was queued since its latest freeze, it is reused as it was captured
+    /// (other sessions' writes leave it as it is); otherwise only the records written
+    /// since are decoded again ([`DigestCache`]).
     pub(crate) async fn freeze(&self, session: &SessionId) -> Result<Frozen, CareError> {
+        let writes = self.journal.writes(session);
         self.journal.flush().await?;
+        if let Some(frozen) = self.with_session(session, |state| {
+            state
+                .frozen
+                .as_ref()
+                .filter(|frozen| frozen.writes == writes)
+                .map(|frozen| frozen.frozen.clone())
+        }) {
+            return Ok(frozen);
+        }
         let entries = self.journal.list(session).await?;
         let meter = meter_for(self.route.as_deref())?;
-        let (header_key, tools_raw) = latest_header(&entries);
-        let records: Vec<CalibrationRecord> = entries.iter().map(calibration_record).collect();
-        let basis = match &header_key {
-            Some(key) => calibrate(&records, key, meter.basis().into()),
-            None if records.is_empty() => PricingBasis::meter_estimate(&meter),
+        let digests = self.with_session(session, |state| Arc::clone(&state.digests));
+        let digest: JournalDigest = digests.lock().digest(&entries);
+        let basis = match &digest.header_key {
+            Some(key) => calibrate_each(digest.records(), key, meter.basis().into()),
+            None if entries.is_empty() => PricingBasis::meter_estimate(&meter),
             None => PricingBasis::UncalibratedEstimate,
         };
         let pricing = FrozenPricing::capture(
@@ -277,12 +437,21 @@ impl Care {
             ImagePricing::FixedEstimate,
             FileTexts::default(),
         );
-        Ok(Frozen {
+        let frozen = Frozen {
             meter,
             pricing,
-            tools_raw,
-            header_key,
-        })
+            tools_raw: digest.tools_raw,
+            header_key: digest.header_key,
+            prices: Some(self.price_cache(session)),
+        };
+        self.with_session(session, |state| {
+            state.frozen = Some(FrozenAt {
+                writes,
+                frozen: frozen.clone(),
+                eventful: digest.eventful,
+            });
+        });
+        Ok(frozen)
     }
 
     /// Samples the session as it stands (no pending batch): its state ensured, the
@@ -294,12 +463,7 @@ impl Care {
     ) -> Result<(Frozen, Measured), CareError> {
         self.ensure_session(session).await?;
         let frozen = self.freeze(session.id()).await?;
-        let view = session.derived_view();
-        let measured = self.measure(
-            &frozen,
-            view.messages.iter().map(|derived| &*derived.message),
-            std::iter::empty(),
-        )?;
+        let measured = self.measure_view(&frozen, &session.derived_view(), std::iter::empty())?;
         Ok((frozen, measured))
     }
 
@@ -310,6 +474,53 @@ impl Care {
         frozen: &Frozen,
         surface: impl IntoIterator<Item = &'m Message>,
         batch: impl IntoIterator<Item = &'m Message>,
+    ) -> Result<Measured, CareError> {
+        self.measure_with(frozen, batch, |pricer| {
+            pricer
+                .request(None, surface, &Value::Null)
+                .map(|surface| surface.messages_total())
+        })
+    }
+
+    /// [`Care::measure`] with the messages of `view` as the surface, priced through the
+    /// session's price cache (`frozen.prices`): the same numbers, the unchanged
+    /// messages not priced again.
+    pub(crate) fn measure_view<'m>(
+        &self,
+        frozen: &Frozen,
+        view: &DerivedView,
+        batch: impl IntoIterator<Item = &'m Message>,
+    ) -> Result<Measured, CareError> {
+        self.measure_with(frozen, batch, |pricer| frozen.surface_total(pricer, view))
+    }
+
+    /// [`Care::measure_view`] of the session's surface as its log holds it now, read
+    /// under the session's lock instead of from a [`DerivedView`] snapshot: a snapshot
+    /// at a new head copies every message (about 0.1 ms at 10,000), which a boundary
+    /// after one new message has no need for.
+    pub(crate) fn measure_live<'m>(
+        &self,
+        frozen: &Frozen,
+        session: &ccare_session::Session,
+        batch: impl IntoIterator<Item = &'m Message>,
+    ) -> Result<Measured, CareError> {
+        self.measure_with(frozen, batch, |pricer| {
+            session.with_log(|log| {
+                frozen.messages_total(
+                    pricer,
+                    log.content_generation(),
+                    Some(log.replace_generation()),
+                    log.derived_messages(),
+                )
+            })
+        })
+    }
+
+    fn measure_with<'m>(
+        &self,
+        frozen: &Frozen,
+        batch: impl IntoIterator<Item = &'m Message>,
+        surface: impl FnOnce(&Pricer<'_>) -> Result<Price, PricingError>,
     ) -> Result<Measured, CareError> {
         if self.route.is_none() {
             return Ok(Measured {
@@ -323,13 +534,10 @@ impl Care {
             .pricer(&frozen.meter)
             .map_err(|error| CareError::Pricing(error.to_string()))?;
         let scale = pricer.text_scale();
-        let surface = pricer
-            .request(None, surface, &Value::Null)
-            .map_err(|error| CareError::Pricing(error.to_string()))?;
+        let retained = surface(&pricer).map_err(|error| CareError::Pricing(error.to_string()))?;
         let batch = pricer
             .request(None, batch, &Value::Null)
             .map_err(|error| CareError::Pricing(error.to_string()))?;
-        let retained = surface.messages_total();
         let everything = retained
             .plus(batch.messages_total())
             .plus(crate::pricing::Price {
@@ -366,19 +574,4 @@ pub(crate) fn meter_for(route: Option<&RouteSnapshot>) -> Result<Meter, CareErro
         None => MeterConfig::default(),
     };
     Meter::new(&config).map_err(|error| CareError::Meter(error.to_string()))
-}
-
-/// The calibration header key and unscaled tool tokens of the latest conversation
-/// request in the journal.
-fn latest_header(entries: &[JournalEntry]) -> (Option<String>, u64) {
-    entries
-        .iter()
-        .rev()
-        .map(JournalEntry::request)
-        .filter(|request| request.purpose == Some("conversation"))
-        .find_map(|request| {
-            let key = request.calibration_header_key?.to_owned();
-            Some((Some(key), request.tools_tokens.unwrap_or(0)))
-        })
-        .unwrap_or((None, 0))
 }

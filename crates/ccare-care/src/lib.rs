@@ -34,6 +34,10 @@
 //! and the tools `context_status` and [`rest_tool`] `context_rest` (CC-TOOL). A host
 //! may register [`SummaryRepair`] hooks ([`ContextCare::with_summary_repair`]) that
 //! repair a failed summary call's selection (CC-SUM-4).
+//! [`series`] charts a session: one point per request boundary and the maintenance
+//! operations between them (API-4, UI-7).
+//! While mounted it serves the management [`routes`] (`/context-care/actions`,
+//! `/prompts`, `/rules`: HR-1..3, RC-9) through the host's route table.
 //!
 //! ```
 //! use ccare_care::budget::{self, BudgetPhase, RouteInfo};
@@ -80,6 +84,8 @@ mod repair;
 pub mod report;
 pub mod rest_tool;
 mod route;
+pub mod routes;
+pub mod series;
 mod status_tool;
 pub mod summary;
 pub mod texts;
@@ -89,4 +95,5 @@ pub use care::{CareError, UiSample};
 pub use plugin::{ContextCare, RouteSnapshot};
 pub use repair::{RepairAttempt, RepairError, RepairRejection, RepairRequest, SummaryRepair};
 pub use rest_tool::{CONTEXT_REST, REQUEST_SOURCE};
+pub use series::Series;
 pub use status_tool::CONTEXT_STATUS;

@@ -29,7 +29,7 @@ pub struct MetricInputs {
 
 /// One sample of both metrics, as the `contextCare` metadata and the UI record it
 /// (CC-NTC-1, CC-NTC-6): `{fatigue, fatigueValue, wakefulness, wakefulnessValue}`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextCareMetrics {
     /// The fatigue level, `unknown` when the value is null.
@@ -116,7 +116,7 @@ pub fn level_index(rounded_value: f64) -> u8 {
 }
 
 /// A fatigue level (CC-MET-2), serialized as its id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum FatigueLevel {
     /// No capacity or route (CC-MET-3).
     #[serde(rename = "unknown")]
@@ -181,7 +181,7 @@ impl FatigueLevel {
 }
 
 /// A wakefulness level (CC-MET-2), serialized as its id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub enum WakefulnessLevel {
     /// No capacity or route (CC-MET-3).
     #[serde(rename = "unknown")]

@@ -85,6 +85,27 @@ impl ContextCare {
         Some(care.report(session).await)
     }
 
+    /// [`ContextCare::report`] of a log read without opening its session
+    /// (`Sessions::load`: no lease, no crash repair, nothing appended), for readers of
+    /// a session another process may be driving; `None` until mounted.
+    pub async fn report_loaded(
+        &self,
+        log: &ccare_session::SessionLog,
+    ) -> Option<Result<ContextReport, CareError>> {
+        let care = Arc::clone(self.mounted.get()?);
+        Some(care.report_log(log).await)
+    }
+
+    /// The session's maintenance actions from the journal (CC-JNL-3) by id, oldest
+    /// first, reading no session; `None` until mounted.
+    pub async fn actions_of(
+        &self,
+        session: &SessionId,
+    ) -> Option<Result<Vec<crate::report::ActionRecord>, CareError>> {
+        let care = Arc::clone(self.mounted.get()?);
+        Some(care.actions_of(session).await)
+    }
+
     /// The session's maintenance actions from the journal (CC-JNL-3), oldest first;
     /// `None` until this handle has been mounted.
     pub async fn actions(
@@ -93,6 +114,17 @@ impl ContextCare {
     ) -> Option<Result<Vec<crate::report::ActionRecord>, CareError>> {
         let care = Arc::clone(self.mounted.get()?);
         Some(care.actions(session).await)
+    }
+
+    /// Runs the mounted plugin's step boundary (CC-BND-1) on `context`, as the host
+    /// does after its pre-step chain: for hosts that drive steps themselves and for the
+    /// `plan` bench, which times it alone. `None` until this handle has been mounted.
+    pub async fn boundary(
+        &self,
+        context: &ccare_agent::BoundaryContext<'_>,
+    ) -> Option<Result<ccare_agent::BoundaryContribution, ccare_agent::HookError>> {
+        let care = Arc::clone(self.mounted.get()?);
+        Some(Boundary { care }.run(context).await)
     }
 
     /// The plugin with the locale of its model-visible texts (CC-GEN-2).
@@ -165,11 +197,12 @@ impl Plugin for ContextCare {
         }
         scope.control_source(catalog)?;
         scope.projection(ccare_session::erase(crate::numeric::NumericProjection))?;
+        let journal = RequestJournal::new(scope.domains()).with_keep(config.journal_keep);
         let care = Arc::new(Care {
             config,
             route: self.route.clone(),
             locale: self.locale,
-            journal: RequestJournal::new(scope.domains()),
+            journal,
             ledger: crate::ledger::Ledger::new(scope.domains()),
             controls: scope.controls(),
             summary_model: summary_route.ok(),
@@ -205,6 +238,9 @@ impl Plugin for ContextCare {
         scope.idle(Arc::new(JournalFlush {
             care: Arc::clone(&care),
         }));
+        // The management routes (HR-1..3, RC-9): they live exactly while it is mounted.
+        let sessions = scope.sessions();
+        crate::routes::register(scope, Arc::clone(&care), sessions)?;
         let _ = self.mounted.set(Arc::clone(&care));
         scope.request_gate(Arc::new(BudgetGate { care }));
         Ok(())

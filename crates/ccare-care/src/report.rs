@@ -3,12 +3,12 @@
 //! demand from the log and the journal exactly as the next boundary would, appending
 //! nothing.
 
-use ccare_core::{Message, Source};
-use ccare_session::Session;
+use ccare_core::{Message, SessionId, Source};
+use ccare_session::{DerivedMessage, Session, SessionLog};
 use serde::Serialize;
 
 use crate::budget::{Budget, BudgetAssessment, assess};
-use crate::care::{Care, CareError};
+use crate::care::{Care, CareError, Frozen};
 use crate::journal::records::MaintenanceView;
 use crate::metrics::ContextCareMetrics;
 use crate::pricing::Price;
@@ -24,7 +24,7 @@ const INSTRUCTIONS_PREFIX: &str = ccare_agent::instructions::SECTION_PREFIX;
 /// history). Tokens are estimated on the report's basis (text scale applied) and counted
 /// without the per-request overheads, so they need not sum to `inputTokens` (which, per
 /// CC-MET-4, leaves the system prompt out).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Category {
     /// The category's name.
     pub name: String,
@@ -33,7 +33,7 @@ pub struct Category {
 }
 
 /// Where the capacity `C` comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum CapacitySource {
     /// The model's physical context window.
@@ -43,7 +43,7 @@ pub enum CapacitySource {
 }
 
 /// One fresh sample of a session, for people (CC-MET-5 numbers included).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ContextReport {
     /// The metrics.
@@ -74,23 +74,58 @@ pub struct ContextReport {
 impl Care {
     /// Samples `session` now (flushing the journal first), changing nothing.
     pub(crate) async fn report(&self, session: &Session) -> Result<ContextReport, CareError> {
-        let (frozen, measured) = self.sample_now(session).await?;
-        let last_turn = session.with_log(|log| log.state().last_turn);
-        let injected: Vec<Message> = session.with_log(|log| {
-            let mut turn = 0;
-            let mut injected = Vec::new();
-            for event in log.events().iter() {
-                if let Ok(start) = event.decode::<ccare_core::kinds::TurnStart>() {
-                    turn = start.turn;
-                } else if turn == last_turn
-                    && let Ok(user) = event.decode::<ccare_core::kinds::UserMessage>()
-                    && matches!(user.message.source, Some(Source::Plugin(_)))
-                {
-                    injected.push(user.message);
-                }
-            }
-            injected
-        });
+        let frozen = self.report_basis(session.id()).await?;
+        let view = session.derived_view();
+        let injected = session.with_log(injected_messages);
+        self.report_of(session.id(), &frozen, &view.messages, &injected)
+    }
+
+    /// The same report of a log read without opening its session
+    /// (`Sessions::load`: no lease, no repair), for readers of a session another
+    /// process may be driving (issue 15 item 7).
+    pub(crate) async fn report_log(&self, log: &SessionLog) -> Result<ContextReport, CareError> {
+        self.ensure_controls(log.id()).await;
+        let frozen = self.report_basis(log.id()).await?;
+        self.report_of(
+            log.id(),
+            &frozen,
+            log.derived_messages(),
+            &injected_messages(log),
+        )
+    }
+
+    /// The session's controls in memory, read from the store if this process has not
+    /// (no session is opened for a read): the guidance category and the management
+    /// routes' decisions follow the stored choices. A failed read leaves them
+    /// reporting `storage-unavailable` (RC-6), which is what a reader then sees.
+    pub(crate) async fn ensure_controls(&self, session: &SessionId) {
+        if !self.controls.is_loaded(session) {
+            // The failure is kept by the controls themselves (RC-6).
+            let _ = self.controls.load(session).await;
+        }
+    }
+
+    /// The session's state ensured, the journal flushed and the pricing frozen: what
+    /// both reports start from, as the next boundary would.
+    async fn report_basis(&self, session: &SessionId) -> Result<Frozen, CareError> {
+        self.ensure_id(session).await?;
+        self.freeze(session).await
+    }
+
+    /// The report of `messages` (the derived view) and `injected` (the latest turn's
+    /// plugin messages) on the frozen basis.
+    fn report_of(
+        &self,
+        session: &SessionId,
+        frozen: &Frozen,
+        messages: &[DerivedMessage],
+        injected: &[Message],
+    ) -> Result<ContextReport, CareError> {
+        let measured = self.measure(
+            frozen,
+            messages.iter().map(|derived| &*derived.message),
+            std::iter::empty(),
+        )?;
         let pricer = frozen
             .pricing
             .pricer(&frozen.meter)
@@ -100,7 +135,8 @@ impl Care {
             .map_err(|error| CareError::Pricing(error.to_string()))?
             .messages_total()
             .ceil(pricer.text_scale());
-        let categories = self.categories(session, &frozen.meter, &pricer, frozen.tools_raw)?;
+        let categories =
+            self.categories(session, messages, &frozen.meter, &pricer, frozen.tools_raw)?;
         let capacity = measured.budget.as_ref().map(|budget| {
             let source = match (budget.physical_window, budget.policy_capacity) {
                 (Some(physical), Some(policy)) if policy < physical => {
@@ -120,7 +156,7 @@ impl Care {
             calibration: frozen.pricing.basis().kind(),
             text_scale: frozen.pricing.text_scale().as_f64(),
             injected_tokens,
-            armed: self.with_session(session.id(), |state| state.controller.is_armed()),
+            armed: self.with_session(session, |state| state.controller.is_armed()),
             categories,
         })
     }
@@ -128,7 +164,8 @@ impl Care {
     /// The categories of the next request of `session` (see [`Category`]).
     fn categories(
         &self,
-        session: &Session,
+        session: &SessionId,
+        messages: &[DerivedMessage],
         meter: &ccare_meter::Meter,
         pricer: &crate::pricing::Pricer<'_>,
         tools_raw: u64,
@@ -153,11 +190,10 @@ impl Care {
                 other.push(section.text);
             }
         }
-        let view = session.derived_view();
         let messages = pricer
             .request(
                 None,
-                view.messages.iter().map(|derived| &*derived.message),
+                messages.iter().map(|derived| &*derived.message),
                 &serde_json::Value::Null,
             )
             .map_err(|error| CareError::Pricing(error.to_string()))?
@@ -175,7 +211,7 @@ impl Care {
             ),
             (
                 "guidance",
-                self.guidance(session.id()).map(|text| text_tokens(&text)),
+                self.guidance(session).map(|text| text_tokens(&text)),
             ),
             ("tools", Some(tools)),
             ("messages", Some(messages)),
@@ -194,6 +230,25 @@ impl Care {
         );
         Ok(categories)
     }
+}
+
+/// The messages plugins entered during the log's latest turn (notices, readings, rest
+/// requests).
+fn injected_messages(log: &SessionLog) -> Vec<Message> {
+    let last_turn = log.state().last_turn;
+    let mut turn = 0;
+    let mut injected = Vec::new();
+    for event in log.events().iter() {
+        if let Ok(start) = event.decode::<ccare_core::kinds::TurnStart>() {
+            turn = start.turn;
+        } else if turn == last_turn
+            && let Ok(user) = event.decode::<ccare_core::kinds::UserMessage>()
+            && matches!(user.message.source, Some(Source::Plugin(_)))
+        {
+            injected.push(user.message);
+        }
+    }
+    injected
 }
 
 fn percent(value: Option<f64>, level: &str) -> String {
@@ -274,8 +329,9 @@ pub fn render_report(report: &ContextReport) -> Vec<String> {
     lines
 }
 
-/// One maintenance action as the journal recorded it (CC-JNL-3), for people.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One maintenance action as the journal recorded it (CC-JNL-3), for people and for
+/// `GET /context-care/actions`.
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionRecord {
     /// When it started (ms since the epoch).
@@ -326,10 +382,18 @@ impl ActionRecord {
 impl Care {
     /// The session's maintenance actions, oldest first.
     pub(crate) async fn actions(&self, session: &Session) -> Result<Vec<ActionRecord>, CareError> {
+        self.actions_of(session.id()).await
+    }
+
+    /// [`Care::actions`] by id: the journal needs no open session.
+    pub(crate) async fn actions_of(
+        &self,
+        session: &SessionId,
+    ) -> Result<Vec<ActionRecord>, CareError> {
         self.journal.flush().await?;
         Ok(self
             .journal
-            .list(session.id())
+            .list(session)
             .await?
             .into_iter()
             .filter(|entry| entry.kind == crate::pricing::JournalRecordKind::Maintenance)

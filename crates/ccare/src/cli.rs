@@ -47,6 +47,17 @@ pub(crate) enum Command {
     /// Stream watch: try its triggers on recorded streams.
     #[command(subcommand)]
     Watch(WatchCommand),
+    /// Serve the HTTP API (sessions, events, context) and the plugins' routes on one
+    /// port, behind the token; Ctrl-C or SIGTERM stops it gracefully.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    /// The address to listen on (default: [http] addr, else 127.0.0.1:7878); a
+    /// non-loopback address needs [http] token_env.
+    #[arg(long, value_name = "ADDR")]
+    pub(crate) addr: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Subcommand)]

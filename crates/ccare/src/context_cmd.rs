@@ -1,10 +1,10 @@
 //! `ccare context status|actions|diff`: a fresh context-care sample of a session, and
 //! its maintenance journal, for people.
 //!
-//! They hold the session's lease while they read it (ACT-1; released before they
-//! print): opening a session runs crash repair, which must never append to a turn
-//! another process is driving, so a session driven elsewhere is refused with
-//! `SESSION_BUSY` (exit 2) and nothing is written to it.
+//! They read the stored log without opening the session (issue 15 item 7): no lease,
+//! no crash repair, nothing appended. So they work while another process drives the
+//! session (a running `ccare serve`, a `ccare run` mid-turn), reading what the store
+//! has, and never touch its live turn.
 
 use std::io::Write as _;
 
@@ -16,26 +16,29 @@ use ccare_core::{ContentBlock, Event};
 /// The note printed after the report: the sample changed nothing.
 pub(crate) const NOTHING_APPENDED: &str = "(sampled now; nothing was appended to the session)";
 
-/// The session's maintenance records. They are read from the store's journal, which
-/// needs no configuration: when the profile turns context care off (`enabled =
-/// false`), a default context-care is mounted on this command's host to read them.
-async fn action_records(
-    booted: &Booted,
-    session: &ccare_session::Session,
-) -> Result<Vec<ccare_care::report::ActionRecord>, Failure> {
-    let reader;
-    let care = match &booted.care {
-        Some(care) => care,
+/// The context-care plugin that reads: the profile's, or when the profile turns
+/// context care off (`enabled = false`) a default one mounted on this command's host
+/// (the journal is in the store and needs no configuration).
+fn reader(booted: &Booted) -> Result<std::borrow::Cow<'_, ccare_care::ContextCare>, Failure> {
+    match &booted.care {
+        Some(care) => Ok(std::borrow::Cow::Borrowed(care)),
         None => {
-            reader = ccare_care::ContextCare::default();
+            let reader = ccare_care::ContextCare::default();
             booted
                 .host
                 .mount(&reader, &serde_json::json!({}))
                 .map_err(|error| Failure::failed(anyhow::anyhow!(error)))?;
-            &reader
+            Ok(std::borrow::Cow::Owned(reader))
         }
-    };
-    match care.actions(session).await {
+    }
+}
+
+/// The session's maintenance records from the store's journal.
+async fn action_records(
+    booted: &Booted,
+    session: &ccare_core::SessionId,
+) -> Result<Vec<ccare_care::report::ActionRecord>, Failure> {
+    match reader(booted)?.actions_of(session).await {
         Some(records) => records.map_err(Failure::failed),
         None => Err(Failure::failed(anyhow::anyhow!(
             "context-care was configured but not mounted"
@@ -45,11 +48,8 @@ async fn action_records(
 
 /// Prints the session's maintenance actions, one line each (or JSON lines).
 pub(crate) async fn actions(booted: &Booted, session: &str, json: bool) -> Result<(), Failure> {
-    let (session, lease) = crate::drive::read(booted, session).await?;
-    let records = action_records(booted, &session).await;
-    let released = lease.release().await;
-    let records = records?;
-    released.map_err(Failure::failed)?;
+    let loaded = crate::drive::load(booted, session).await?;
+    let records = action_records(booted, &loaded.header.id).await?;
     let mut stdout = std::io::stdout().lock();
     if records.is_empty() && !json {
         writeln!(stdout, "no maintenance actions").map_err(Failure::failed)?;
@@ -72,15 +72,12 @@ pub(crate) async fn actions(booted: &Booted, session: &str, json: bool) -> Resul
 /// Prints what action `op` replaced: the shadowed events, the checkpoint, and the
 /// input before and after (exit 2 when no such action exists).
 pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(), Failure> {
-    let (session, lease) = crate::drive::read(booted, session).await?;
-    let records = action_records(booted, &session).await;
-    let released = lease.release().await;
-    let records = records?;
-    released.map_err(Failure::failed)?;
+    let loaded = crate::drive::load(booted, session).await?;
+    let records = action_records(booted, &loaded.header.id).await?;
     let Some(record) = records.iter().find(|record| record.operation_id() == op) else {
         return Err(Failure::bad_input(anyhow::anyhow!(
             "no maintenance action {op:?} in session {}",
-            session.id()
+            loaded.header.id
         )));
     };
     let mut out = String::new();
@@ -93,7 +90,8 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
     if replacements.is_empty() {
         out.push_str("replaced     nothing\n");
     }
-    session.with_log(|log| {
+    {
+        let log = &loaded.log;
         let event_at = |seq: u64| log.event_at(seq).cloned();
         for replacement in &replacements {
             let seqs = &replacement.source_seqs;
@@ -116,7 +114,7 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
                 }
             }
         }
-    });
+    }
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(out.as_bytes()).map_err(Failure::failed)?;
     stdout.flush().map_err(Failure::failed)
@@ -163,11 +161,8 @@ pub(crate) async fn status(booted: &Booted, session: &str, json: bool) -> Result
             booted.profile.id
         )));
     };
-    let (session, lease) = crate::drive::read(booted, session).await?;
-    let report = care.report(&session).await;
-    let released = lease.release().await;
-    released.map_err(Failure::failed)?;
-    let report = match report {
+    let loaded = crate::drive::load(booted, session).await?;
+    let report = match care.report_loaded(&loaded.log).await {
         Some(report) => report.map_err(Failure::failed)?,
         None => {
             return Err(Failure::failed(anyhow::anyhow!(
@@ -180,7 +175,7 @@ pub(crate) async fn status(booted: &Booted, session: &str, json: bool) -> Result
         let value = serde_json::to_string(&report).map_err(Failure::failed)?;
         writeln!(stdout, "{value}").map_err(Failure::failed)?;
     } else {
-        writeln!(stdout, "session      {}", session.id()).map_err(Failure::failed)?;
+        writeln!(stdout, "session      {}", loaded.header.id).map_err(Failure::failed)?;
         for line in ccare_care::report::render_report(&report) {
             writeln!(stdout, "{line}").map_err(Failure::failed)?;
         }

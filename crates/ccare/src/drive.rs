@@ -1,11 +1,12 @@
 //! The agent `ccare run` and `ccare chat` drive, obtained from the process's
 //! [`Agents`] registry with the session's lease held (spec server.md ACT-1), and what
 //! the user reads of the lease: `SESSION_BUSY` (exit 2) naming the holder, or with
-//! `--wait` one line on stderr saying whom it waits for.
+//! `--wait` one line on stderr saying whom it waits for. Read-only commands take no
+//! lease ([`load`]).
 
-use ccare_app::{AgentHandle, Agents, AppError, Booted, SessionLease, WhenBusy};
+use ccare_app::{AgentHandle, Agents, AppError, Booted, WhenBusy};
 use ccare_core::SessionId;
-use ccare_session::Session;
+use ccare_session::LoadedSession;
 use ccare_store::Lease;
 
 use crate::Failure;
@@ -41,15 +42,14 @@ pub(crate) async fn obtain(
     started.map_err(|error| busy_or(error, "; run with --wait to wait for it"))
 }
 
-/// Opens session `id` for a read-only command (`ccare context …`), holding its lease
-/// while it reads: a session another process drives is refused with `SESSION_BUSY`
-/// (exit 2) instead of being opened, because opening runs crash repair, which would
-/// append to the other process's live turn.
-pub(crate) async fn read(booted: &Booted, id: &str) -> Result<(Session, SessionLease), Failure> {
-    booted
-        .drive(Some(id), WhenBusy::Fail)
-        .await
-        .map_err(|error| busy_or(error, "; try again when it is idle"))
+/// Reads session `id` for a read-only command (`ccare context …`, issue 15 item 7):
+/// `Sessions::load` reads and audits the stored log without opening the session, so
+/// it takes no lease, runs no crash repair and appends nothing. A session another
+/// process drives (a running `ccare serve`, a `ccare run` mid-turn) is read as the
+/// store has it, its running turn untouched.
+pub(crate) async fn load(booted: &Booted, id: &str) -> Result<LoadedSession, Failure> {
+    let id = SessionId::new(id.to_owned()).map_err(AppError::SessionId)?;
+    Ok(booted.host.sessions().load(&id).await?)
 }
 
 /// `SESSION_BUSY` as the user reads it (exit 2, the holder named, then `hint`), or the

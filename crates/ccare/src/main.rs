@@ -17,6 +17,7 @@ mod llm_cmd;
 mod output;
 mod prompt_input;
 mod run_cmd;
+mod serve_cmd;
 mod sessions_cmd;
 mod terminal;
 mod watch_cmd;
@@ -183,6 +184,10 @@ fn main() -> ExitCode {
             Command::Watch(cli::WatchCommand::Replay(args)) => {
                 let settings = quiet_settings(config, &home)?;
                 watch_cmd::replay(&settings, &args.file, args.json)
+            }
+            Command::Serve(args) => {
+                let settings = load_settings(config, &home, &Overrides::default())?;
+                serve_cmd::run(&settings, &home, args.addr, &env).await
             }
             Command::Models(args) => {
                 let settings = load_settings(config, &home, &Overrides::default())?;

@@ -37,9 +37,10 @@ pub enum PatchOp {
 
 /// A patch as the HTTP body carries it (spec RC-4: `{revision, sourceId, ruleId,
 /// actionId?, enabled?, paused?, reset?: true}`); [`Patch::try_from`] checks that it
-/// carries exactly one of toggle, pause and reset.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// carries exactly one of toggle, pause and reset. Unknown fields are refused (a
+/// misspelt `enable` must not read as a patch that changes nothing).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct PatchRequest {
     /// The revision the change was made against.
     pub revision: u64,

@@ -9,10 +9,11 @@ use super::state::State;
 
 /// A session's controls as the UI shows them (spec RC-9); serializes to the spec's
 /// camelCase JSON. Registered sources only, sorted by id.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Snapshot {
     /// The session.
+    #[schemars(with = "String")]
     pub session_id: SessionId,
     /// The current revision (0 before the first patch); patches are made against it.
     pub revision: u64,
@@ -24,7 +25,7 @@ pub struct Snapshot {
 }
 
 /// One source of a [`Snapshot`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SourceSnapshot {
     /// The source.
@@ -38,7 +39,7 @@ pub struct SourceSnapshot {
 }
 
 /// One rule of a [`SourceSnapshot`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RuleSnapshot {
     /// The rule.
@@ -50,7 +51,7 @@ pub struct RuleSnapshot {
 }
 
 /// One action of a [`RuleSnapshot`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ActionSnapshot {
     /// The action.

@@ -497,7 +497,7 @@ fn help_texts_match_the_readme_command_list() {
         texts.push(help(&path));
     }
     for text in &texts {
-        for stale in ["(later)", "placeholder", "serve", "until the agent loop"] {
+        for stale in ["(later)", "placeholder", "until the agent loop"] {
             assert!(!text.contains(stale), "stale help ({stale}):\n{text}");
         }
     }

@@ -11,5 +11,6 @@ mod context_read;
 mod external_tools;
 mod lease;
 mod run;
+mod serve;
 mod time_context;
 mod watch;
