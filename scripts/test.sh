@@ -7,6 +7,8 @@
 #
 # What it installs, only when missing:
 # - tmux: `ccare chat` is tested through a real terminal (crates/ccare/tests/it/chat.rs);
+# - chromium and chromium-driver: the web UI is tested in a real headless browser
+#   (crates/ccare-server/tests/it/ui.rs, through chromedriver);
 # - tzdata (the system's zoneinfo and zdump): time-context's zones are checked against
 #   the system's tz database;
 # - the DeepSeek-V4 tokenizer.json: the token meter's accuracy test compares against it
@@ -29,6 +31,10 @@ apt_install() {
 if ! command -v tmux >/dev/null 2>&1; then
   echo "test.sh: installing tmux" >&2
   apt_install tmux
+fi
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  echo "test.sh: installing chromium and chromium-driver" >&2
+  apt_install chromium chromium-driver
 fi
 if ! command -v zdump >/dev/null 2>&1 || [ ! -d /usr/share/zoneinfo ]; then
   echo "test.sh: installing tzdata" >&2

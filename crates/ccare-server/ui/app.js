@@ -1,0 +1,257 @@
+// The app: the sessions list (newest first, "new session"), the open session's
+// conversation over its event stream, the input box (prompt, or steer while a turn
+// runs), cancel, the UI-1 indicator, the UI-2 budget & maintenance panel with the
+// UI-7 chart (refreshed when a turn goes idle), and the language switch. The open
+// session is kept in the URL (#/s/<id>), so a reload comes back to it.
+
+import { cancelTurn, createSession, listSessions, sendMessage, eventsOf } from "./api.js";
+import { Conversation, el } from "./chat.js";
+import { Chart } from "./chart.js";
+import { Indicator } from "./indicator.js";
+import { Panel } from "./panel.js";
+import { applyStatic, locale, switchLocale, texts } from "./texts.js";
+
+const dom = {
+  sessions: document.getElementById("sessions"),
+  sessionsError: document.getElementById("sessions-error"),
+  newSession: document.getElementById("new-session"),
+  title: document.getElementById("session-title"),
+  state: document.getElementById("session-state"),
+  chatError: document.getElementById("chat-error"),
+  conversation: document.getElementById("conversation"),
+  composer: document.getElementById("composer"),
+  input: document.getElementById("input"),
+  send: document.getElementById("send"),
+  cancel: document.getElementById("cancel"),
+  panel: document.getElementById("panel"),
+  panelToggle: document.getElementById("panel-toggle"),
+  panelBody: document.getElementById("panel-body"),
+  panelRefresh: document.getElementById("panel-refresh"),
+  actionsPrev: document.getElementById("actions-prev"),
+  actionsNext: document.getElementById("actions-next"),
+  locale: document.getElementById("locale"),
+};
+
+/** The open session: {id, source, conversation, indicator, panel, chart, state}. */
+let open = null;
+
+function showError(node, failure) {
+  if (failure) {
+    node.textContent = failure.describe ? failure.describe() : String(failure);
+    node.hidden = false;
+  } else {
+    node.hidden = true;
+  }
+}
+
+async function refreshSessions() {
+  let sessions;
+  try {
+    sessions = await listSessions();
+  } catch (failure) {
+    showError(dom.sessionsError, failure);
+    return;
+  }
+  showError(dom.sessionsError, null);
+  const items = sessions.map((session) => {
+    const item = el("li");
+    const button = el("button", "session");
+    button.type = "button";
+    button.dataset.id = session.id;
+    button.append(el("span", "session-id", session.id), el("span", "session-meta", `${session.createdAt} · ${texts.events(session.events)}`));
+    if (open && open.id === session.id) {
+      button.setAttribute("aria-current", "true");
+    }
+    button.addEventListener("click", () => openSession(session.id));
+    item.append(button);
+    return item;
+  });
+  if (items.length === 0) {
+    items.push(el("li", "empty", texts.noSessions));
+  }
+  dom.sessions.replaceChildren(...items);
+}
+
+function setState(state) {
+  if (!open) {
+    return;
+  }
+  open.state = state;
+  const label = { running: texts.running, idle: texts.idle, "awaiting-tools": texts.awaitingTools }[state] || state;
+  dom.state.textContent = label;
+  dom.state.dataset.state = state;
+  const busy = state !== "idle";
+  dom.send.textContent = busy ? texts.steer : texts.send;
+  dom.cancel.disabled = !busy;
+}
+
+function closeSession() {
+  if (open) {
+    open.source.close();
+    open.indicator.close();
+    open.panel.close();
+    open.chart.close();
+    open = null;
+  }
+}
+
+function openSession(id) {
+  closeSession();
+  if (window.location.hash !== `#/s/${id}`) {
+    window.location.hash = `#/s/${id}`;
+  }
+  dom.title.textContent = id;
+  dom.conversation.replaceChildren();
+  showError(dom.chatError, null);
+  dom.composer.hidden = false;
+  const indicator = new Indicator(id);
+  const panel = new Panel(id);
+  const chart = new Chart(id);
+  dom.panel.hidden = false;
+  const conversation = new Conversation(dom.conversation, {
+    boundary: () => indicator.refresh(),
+    state: setState,
+    idle: () => {
+      refreshSessions();
+      panel.refresh();
+      chart.refresh();
+    },
+  });
+  const source = eventsOf(id);
+  open = { id, source, conversation, indicator, panel, chart, state: "idle" };
+  setState("idle");
+  const listen = (type) =>
+    source.addEventListener(type, (event) => {
+      let data;
+      try {
+        data = JSON.parse(event.data);
+      } catch {
+        return;
+      }
+      conversation.handle(type, data);
+    });
+  for (const type of [
+    "delta",
+    "idle",
+    "awaiting-tools",
+    "user/message",
+    "assistant/message",
+    "assistant/attempt",
+    "tool/call",
+    "tool/result",
+    "turn/start",
+    "turn/end",
+    "request/header",
+    "request/context",
+  ]) {
+    listen(type);
+  }
+  source.addEventListener("open", () => showError(dom.chatError, null));
+  source.addEventListener("error", () => {
+    if (source.readyState === EventSource.CLOSED) {
+      showError(dom.chatError, { describe: () => texts.streamClosed });
+    }
+  });
+  indicator.refresh();
+  panel.refresh();
+  chart.refresh();
+  refreshSessions();
+  dom.input.focus();
+}
+
+async function send() {
+  if (!open) {
+    return;
+  }
+  const text = dom.input.value;
+  if (text.trim() === "") {
+    return;
+  }
+  const mode = open.state === "idle" ? "prompt" : "steer";
+  dom.send.disabled = true;
+  try {
+    await sendMessage(open.id, text, mode);
+    dom.input.value = "";
+    showError(dom.chatError, null);
+  } catch (failure) {
+    showError(dom.chatError, failure);
+  } finally {
+    dom.send.disabled = false;
+    dom.input.focus();
+  }
+}
+
+dom.composer.addEventListener("submit", (event) => {
+  event.preventDefault();
+  send();
+});
+
+dom.input.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+    event.preventDefault();
+    send();
+  }
+});
+
+dom.cancel.addEventListener("click", async () => {
+  if (!open) {
+    return;
+  }
+  try {
+    await cancelTurn(open.id);
+    showError(dom.chatError, null);
+  } catch (failure) {
+    showError(dom.chatError, failure);
+  }
+});
+
+dom.newSession.addEventListener("click", async () => {
+  try {
+    const session = await createSession();
+    showError(dom.sessionsError, null);
+    openSession(session.id);
+  } catch (failure) {
+    showError(dom.sessionsError, failure);
+  }
+});
+
+function fromHash() {
+  const match = /^#\/s\/(.+)$/.exec(window.location.hash);
+  if (match && (!open || open.id !== match[1])) {
+    openSession(decodeURIComponent(match[1]));
+  }
+}
+
+/** Shows or hides the panel's body (collapsed by default at phone width). */
+function setPanelOpen(expanded) {
+  dom.panelBody.hidden = !expanded;
+  dom.panelToggle.setAttribute("aria-expanded", String(expanded));
+  dom.panelToggle.textContent = expanded ? texts.hidePanel : texts.showPanel;
+}
+
+dom.panelToggle.addEventListener("click", () => {
+  setPanelOpen(dom.panelBody.hidden);
+});
+
+dom.panelRefresh.addEventListener("click", () => {
+  if (open) {
+    open.panel.refresh();
+    open.chart.refresh();
+  }
+});
+
+dom.actionsPrev.addEventListener("click", () => open && open.panel.page(-1));
+dom.actionsNext.addEventListener("click", () => open && open.panel.page(1));
+
+dom.locale.value = locale;
+dom.locale.addEventListener("change", () => switchLocale(dom.locale.value));
+
+window.addEventListener("hashchange", fromHash);
+applyStatic();
+const phone = window.matchMedia("(max-width: 700px)");
+setPanelOpen(!phone.matches);
+// Back at desktop width the toggle is gone: the panel shows again.
+phone.addEventListener("change", () => setPanelOpen(!phone.matches));
+dom.title.textContent = texts.noSession;
+refreshSessions();
+fromHash();

@@ -1,0 +1,334 @@
+// The conversation of one session, drawn from its event stream (API-3): committed
+// events as they are replayed and then live, and `delta` frames streaming the answer
+// being written, which the committed `assistant/message` then replaces.
+//
+// Every text from a model, a tool or a plugin goes in with textContent (UI-5).
+
+import { texts } from "./texts.js";
+
+/** An element with a class and, optionally, its text. */
+export function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) {
+    node.className = className;
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+/** The text of a message's text blocks. */
+function textOf(content) {
+  return (Array.isArray(content) ? content : [])
+    .filter((block) => block && block.type === "text" && typeof block.text === "string")
+    .map((block) => block.text)
+    .join("");
+}
+
+/** A compact one-line form of tool arguments. */
+function shortArgs(value) {
+  let text;
+  try {
+    text = typeof value === "string" ? value : JSON.stringify(value);
+  } catch {
+    text = "";
+  }
+  text = text || "";
+  return text.length > 80 ? `${text.slice(0, 79)}…` : text;
+}
+
+/** What a turn's end says about who stopped it, or null for a completed turn. */
+export function stopNote(reason) {
+  if (!reason || typeof reason !== "object") {
+    return null;
+  }
+  switch (reason.kind) {
+    case "completed":
+      return null;
+    case "aborted": {
+      const cause = reason.cause || {};
+      if (cause.kind === "user") {
+        return texts.stoppedBy.user;
+      }
+      if (cause.kind === "hook") {
+        return cause.plugin === "stream-watch"
+          ? texts.stoppedBy.streamWatch(cause.reason)
+          : texts.stoppedBy.plugin(cause.plugin || "a plugin", cause.reason);
+      }
+      if (cause.kind === "shutdown") {
+        return texts.stoppedBy.shutdown;
+      }
+      if (cause.kind === "timeout") {
+        return texts.stoppedBy.timeout;
+      }
+      return texts.interrupted;
+    }
+    case "blocked":
+      return texts.blocked(reason.by || "?", reason.detail || "");
+    case "error": {
+      const failure = reason.failure || {};
+      return texts.failed(failure.code || "ERROR", failure.message || "");
+    }
+    case "max-tokens":
+      return texts.maxTokens;
+    case "interrupted":
+      return texts.repaired;
+    default:
+      return String(reason.kind);
+  }
+}
+
+/** The conversation view: feed it every frame of the stream with `handle`. */
+export class Conversation {
+  /**
+   * @param {HTMLOListElement} list where the messages go
+   * @param {{boundary: () => void, state: (state: string) => void, idle?: () => void}} on what
+   *   to call at a request boundary, when the session's state changes, and when the stream
+   *   says the session went idle (live only)
+   */
+  constructor(list, on) {
+    this.list = list;
+    this.on = on;
+    this.live = new Map(); // callId → {item, blocks: Map(index → element)}
+    this.tools = new Map(); // callId → {row, status, result}
+    this.lastAssistant = new Map(); // turn → the last assistant item
+  }
+
+  /** Appends `item`, keeping the view at the bottom if it was there. */
+  append(item) {
+    const scroller = this.list;
+    const atBottom = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 40;
+    this.list.append(item);
+    if (atBottom) {
+      scroller.scrollTop = scroller.scrollHeight;
+    }
+  }
+
+  /** One frame: `type` is the SSE event name, `data` its parsed JSON. */
+  handle(type, data) {
+    if (type === "delta") {
+      this.delta(data);
+      return;
+    }
+    if (type === "idle") {
+      this.on.state("idle");
+      this.on.boundary();
+      if (this.on.idle) {
+        this.on.idle();
+      }
+      return;
+    }
+    if (type === "awaiting-tools") {
+      this.on.state("awaiting-tools");
+      return;
+    }
+    // A committed event: the envelope {seq, time_ms, type, data, ...}.
+    const body = data && typeof data.data === "object" && data.data !== null ? data.data : {};
+    if (type.startsWith("request/")) {
+      this.on.boundary();
+    }
+    switch (type) {
+      case "user/message":
+        this.userMessage(body.message || {}, data.seq);
+        break;
+      case "assistant/message":
+        this.assistantMessage(body, data.seq);
+        break;
+      case "assistant/attempt":
+        this.dropLive(body.call_id);
+        break;
+      case "tool/call":
+        this.toolRow(body.call_id, body.name, body.arguments);
+        break;
+      case "tool/result":
+        this.toolResult(body);
+        break;
+      case "turn/start":
+        this.on.state("running");
+        break;
+      case "turn/end":
+        this.turnEnd(body);
+        // The stream marks idle only live: a replayed session's last turn ended here.
+        this.on.state("idle");
+        this.on.boundary();
+        break;
+      default:
+        break;
+    }
+  }
+
+  userMessage(message, seq) {
+    const source = message.source || { kind: "user" };
+    const text = textOf(message.content);
+    let item;
+    if (source.kind === "user") {
+      item = el("li", "message user");
+      item.append(el("div", "who", texts.you), el("div", "text", text));
+    } else if (source.kind === "compact-checkpoint") {
+      item = el("li", "row checkpoint");
+      const details = el("details");
+      details.append(el("summary", "", texts.checkpoint), el("pre", "text", text));
+      item.append(details);
+    } else {
+      item = el("li", "row notice");
+      const details = el("details");
+      details.append(el("summary", "", texts.notice(source.plugin || source.kind)), el("pre", "text", text));
+      item.append(details);
+    }
+    item.dataset.seq = String(seq);
+    this.append(item);
+  }
+
+  /** The live item of a model call, created when its first chunk arrives. */
+  liveItem(callId) {
+    let live = this.live.get(callId);
+    if (!live) {
+      const item = el("li", "message assistant streaming");
+      item.append(el("div", "who", texts.assistant));
+      live = { item, blocks: new Map() };
+      this.live.set(callId, live);
+      this.append(item);
+    }
+    return live;
+  }
+
+  delta(data) {
+    const chunk = data && data.chunk;
+    if (!chunk || typeof chunk.type !== "string") {
+      return;
+    }
+    if (chunk.type !== "text-delta" && chunk.type !== "reasoning-delta") {
+      return;
+    }
+    const live = this.liveItem(data.callId);
+    const key = `${chunk.type}:${chunk.index}`;
+    let target = live.blocks.get(key);
+    if (!target) {
+      if (chunk.type === "reasoning-delta") {
+        const details = el("details", "reasoning");
+        details.append(el("summary", "", texts.reasoning));
+        target = el("pre", "text");
+        details.append(target);
+        live.item.append(details);
+      } else {
+        target = el("div", "text");
+        live.item.append(target);
+      }
+      live.blocks.set(key, target);
+    }
+    target.textContent += typeof chunk.text === "string" ? chunk.text : "";
+  }
+
+  dropLive(callId) {
+    const live = this.live.get(callId);
+    if (live) {
+      live.item.remove();
+      this.live.delete(callId);
+    }
+  }
+
+  assistantMessage(body, seq) {
+    const live = this.live.get(body.call_id);
+    let item;
+    if (live) {
+      item = live.item;
+      this.live.delete(body.call_id);
+      item.replaceChildren();
+      item.classList.remove("streaming");
+    } else {
+      item = el("li", "message assistant");
+      this.append(item);
+    }
+    item.append(el("div", "who", texts.assistant));
+    const content = (body.message && body.message.content) || [];
+    for (const block of Array.isArray(content) ? content : []) {
+      if (!block || typeof block !== "object") {
+        continue;
+      }
+      if (block.type === "reasoning" && block.text) {
+        const details = el("details", "reasoning");
+        details.append(el("summary", "", texts.reasoning), el("pre", "text", block.text));
+        item.append(details);
+      } else if (block.type === "text") {
+        item.append(el("div", "text", block.text || ""));
+      } else if (block.type === "tool-call") {
+        item.append(this.toolRow(block.id, block.name, block.arguments, true));
+      }
+    }
+    if (body.interrupted) {
+      item.classList.add("interrupted");
+      item.append(el("div", "stop", texts.interrupted));
+    }
+    item.dataset.seq = String(seq);
+    this.lastAssistant.set(body.turn, item);
+  }
+
+  /** The row of tool call `callId`, made on first sight; `detached`: the caller places it. */
+  toolRow(callId, name, args, detached = false) {
+    let tool = this.tools.get(callId);
+    if (!tool) {
+      const row = el("details", "tool");
+      const summary = el("summary");
+      summary.append(el("span", "tool-name", name || texts.tool), el("span", "tool-args", shortArgs(args)));
+      const status = el("span", "tool-status", texts.toolPending);
+      summary.append(status);
+      const argsBlock = el("pre", "tool-full");
+      try {
+        argsBlock.textContent = JSON.stringify(args, null, 2);
+      } catch {
+        argsBlock.textContent = String(args);
+      }
+      const result = el("pre", "tool-result");
+      row.append(summary, argsBlock, result);
+      tool = { row, status, result };
+      this.tools.set(callId, tool);
+      if (!detached) {
+        const item = el("li", "row");
+        item.append(row);
+        this.append(item);
+      }
+    }
+    return tool.row;
+  }
+
+  toolResult(body) {
+    const blocks = (body.message && body.message.content) || [];
+    for (const block of Array.isArray(blocks) ? blocks : []) {
+      if (!block || block.type !== "tool-result") {
+        continue;
+      }
+      const tool = this.tools.get(block.call_id);
+      if (!tool) {
+        this.toolRow(block.call_id, block.name, null);
+      }
+      const found = this.tools.get(block.call_id);
+      found.result.textContent = textOf(block.content);
+      const failed = block.is_error || Boolean(body.error);
+      found.status.textContent = failed ? texts.toolFailed : "";
+      found.row.classList.toggle("failed", failed);
+    }
+  }
+
+  turnEnd(body) {
+    for (const callId of [...this.live.keys()]) {
+      this.dropLive(callId);
+    }
+    const note = stopNote(body.reason);
+    if (note === null) {
+      return;
+    }
+    const item = this.lastAssistant.get(body.turn);
+    if (item) {
+      item.classList.add("stopped");
+      for (const old of item.querySelectorAll(".stop")) {
+        old.remove();
+      }
+      item.append(el("div", "stop", note));
+    } else {
+      const row = el("li", "row stop-row");
+      row.append(el("div", "stop", note));
+      this.append(row);
+    }
+  }
+}

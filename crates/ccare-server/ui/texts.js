@@ -1,0 +1,285 @@
+// The UI's texts, in one place, English and Chinese (issue 16 item 8). The locale is
+// the one remembered in localStorage (the header's switch sets it), else the browser's
+// `navigator.language` (zh* → Chinese): the server's `[agent] locale` is not exposed by
+// the API. `texts` is the chosen table; the page reloads on a switch, so every part is
+// drawn again in the new language.
+
+/** The storage key of the chosen locale. */
+const KEY = "ccare.locale";
+
+/** The locales the UI has tables for. */
+export const LOCALES = ["en", "zh"];
+
+const en = {
+  newSession: "New session",
+  noSession: "No session open",
+  noSessions: "No sessions yet",
+  sessionsLabel: "Sessions",
+  conversationLabel: "Conversation",
+  message: "Message",
+  placeholder: "Message (Enter sends, Shift+Enter for a new line)",
+  send: "Send",
+  steer: "Steer",
+  cancel: "Cancel",
+  language: "Language",
+  running: "running",
+  idle: "idle",
+  awaitingTools: "awaiting tool results",
+  you: "You",
+  assistant: "Assistant",
+  reasoning: "Reasoning",
+  tool: "Tool",
+  toolPending: "running…",
+  toolFailed: "failed",
+  notice: (plugin) => `Notice from ${plugin}`,
+  checkpoint: "Compaction checkpoint",
+  events: (count) => `${count} events`,
+  interrupted: "interrupted",
+  stoppedBy: {
+    user: "stopped by you",
+    streamWatch: (reason) => (reason ? `stopped by stream watch: ${reason}` : "stopped by stream watch"),
+    plugin: (plugin, reason) => (reason ? `stopped by ${plugin}: ${reason}` : `stopped by ${plugin}`),
+    shutdown: "stopped: the server shut down",
+    timeout: "stopped: a deadline passed",
+  },
+  blocked: (by, detail) => `blocked by ${by}: ${detail}`,
+  failed: (code, message) => `failed: ${code}${message ? ` — ${message}` : ""}`,
+  maxTokens: "cut at the output limit",
+  repaired: "interrupted: the process ended during this turn",
+  streamClosed: "fetch: the event stream closed; reopen the session to retry",
+  contextLoad: "Context load",
+  fatigue: "Fatigue",
+  wakefulness: "Wakefulness",
+  uncalibrated: "uncalibrated",
+  levels: {
+    normal: "normal",
+    elevated: "elevated",
+    high: "high",
+    "very-high": "very-high",
+    low: "low",
+    unknown: "unknown",
+  },
+  // UI-2
+  panelTitle: "Budget & maintenance",
+  showPanel: "Show budget & maintenance",
+  hidePanel: "Hide budget & maintenance",
+  refresh: "Refresh",
+  overview: "Overview",
+  fullInput: "Full input",
+  hardLimit: "Hard limit",
+  utilisation: "Utilisation",
+  noCapacity: "no capacity known",
+  tokens: (n) => `${n} tokens`,
+  details: "Pricing and retention",
+  purpose: "Route purpose",
+  capacity: "Capacity (C)",
+  capacitySource: { "context-window": "model context window", "context-budget-tokens": "policy budget" },
+  physicalWindow: "Physical window",
+  policyCapacity: "Policy capacity",
+  calibration: "Calibration",
+  textScale: "Text scale (sample)",
+  softThreshold: "Soft threshold (S)",
+  releaseTarget: "Release target (L)",
+  tail: "Tail",
+  outputReserve: "Output reserve",
+  safetyReserve: "Safety and burst reserve",
+  phase: "Phase",
+  armed: "Automatic maintenance armed",
+  yes: "yes",
+  no: "no",
+  injected: "Injected in the last turn",
+  categories: "Next request by part",
+  maintenance: "Maintenance",
+  noActions: "No maintenance yet",
+  action: "Action",
+  status: "Status",
+  time: "Time",
+  inputChange: "Input before → after",
+  running_: "running",
+  reason: "Reason",
+  error: "Error",
+  operation: "Operation",
+  replacements: "Replaced ranges",
+  rawJson: "Raw JSON",
+  previous: "Previous",
+  next: "Next",
+  pageOf: (from, to, total) => `${from}–${to} of ${total}`,
+  // UI-7
+  chartTitle: "Load over the session",
+  chartPct: "Fatigue and wakefulness (%)",
+  chartTokens: "Input tokens",
+  chartEmpty: "No request boundary yet",
+  chartLegend: { fatigue: "fatigue", wakefulness: "wakefulness", input: "input", hard: "hard limit", soft: "soft threshold", gap: "uncalibrated", op: "maintenance" },
+  chartPoint: (index, input, fatigue, wakefulness) =>
+    `request ${index}: ${input} tokens, fatigue ${fatigue}, wakefulness ${wakefulness}`,
+  chartOp: (kind, outcome, before, after) => `${kind} (${outcome}): ${before} → ${after}`,
+  truncated: "earlier boundaries were trimmed from the journal",
+};
+
+const zh = {
+  newSession: "新建会话",
+  noSession: "未打开会话",
+  noSessions: "还没有会话",
+  sessionsLabel: "会话",
+  conversationLabel: "对话",
+  message: "消息",
+  placeholder: "消息（Enter 发送，Shift+Enter 换行）",
+  send: "发送",
+  steer: "引导",
+  cancel: "取消",
+  language: "语言",
+  running: "运行中",
+  idle: "空闲",
+  awaitingTools: "等待工具结果",
+  you: "你",
+  assistant: "助手",
+  reasoning: "推理",
+  tool: "工具",
+  toolPending: "运行中…",
+  toolFailed: "失败",
+  notice: (plugin) => `来自 ${plugin} 的通知`,
+  checkpoint: "压缩检查点",
+  events: (count) => `${count} 个事件`,
+  interrupted: "已中断",
+  stoppedBy: {
+    user: "已由你停止",
+    streamWatch: (reason) => (reason ? `已被流监视停止：${reason}` : "已被流监视停止"),
+    plugin: (plugin, reason) => (reason ? `已被 ${plugin} 停止：${reason}` : `已被 ${plugin} 停止`),
+    shutdown: "已停止：服务器已关闭",
+    timeout: "已停止：超过期限",
+  },
+  blocked: (by, detail) => `被 ${by} 阻止：${detail}`,
+  failed: (code, message) => `失败：${code}${message ? ` — ${message}` : ""}`,
+  maxTokens: "在输出上限处截断",
+  repaired: "已中断：进程在本轮中结束",
+  streamClosed: "fetch：事件流已关闭；重新打开会话以重试",
+  contextLoad: "上下文负载",
+  fatigue: "疲劳度",
+  wakefulness: "清醒度",
+  uncalibrated: "未校准",
+  levels: {
+    normal: "正常",
+    elevated: "偏高",
+    high: "高",
+    "very-high": "很高",
+    low: "低",
+    unknown: "未知",
+  },
+  panelTitle: "预算与维护",
+  showPanel: "显示预算与维护",
+  hidePanel: "隐藏预算与维护",
+  refresh: "刷新",
+  overview: "概览",
+  fullInput: "完整输入",
+  hardLimit: "硬上限",
+  utilisation: "使用率",
+  noCapacity: "容量未知",
+  tokens: (n) => `${n} 个令牌`,
+  details: "计价与保留",
+  purpose: "路由用途",
+  capacity: "容量 (C)",
+  capacitySource: { "context-window": "模型上下文窗口", "context-budget-tokens": "策略预算" },
+  physicalWindow: "物理窗口",
+  policyCapacity: "策略容量",
+  calibration: "校准",
+  textScale: "文本比例（样本）",
+  softThreshold: "软阈值 (S)",
+  releaseTarget: "释放目标 (L)",
+  tail: "尾部保留",
+  outputReserve: "输出预留",
+  safetyReserve: "安全与突发预留",
+  phase: "阶段",
+  armed: "自动维护已启用",
+  yes: "是",
+  no: "否",
+  injected: "上一轮注入",
+  categories: "下一请求的组成",
+  maintenance: "维护",
+  noActions: "还没有维护记录",
+  action: "操作",
+  status: "状态",
+  time: "时间",
+  inputChange: "输入 前 → 后",
+  running_: "进行中",
+  reason: "原因",
+  error: "错误",
+  operation: "操作编号",
+  replacements: "替换的范围",
+  rawJson: "原始 JSON",
+  previous: "上一页",
+  next: "下一页",
+  pageOf: (from, to, total) => `第 ${from}–${to} 条，共 ${total} 条`,
+  chartTitle: "会话负载走势",
+  chartPct: "疲劳度与清醒度（%）",
+  chartTokens: "输入令牌",
+  chartEmpty: "还没有请求边界",
+  chartLegend: { fatigue: "疲劳度", wakefulness: "清醒度", input: "输入", hard: "硬上限", soft: "软阈值", gap: "未校准", op: "维护" },
+  chartPoint: (index, input, fatigue, wakefulness) =>
+    `请求 ${index}：${input} 个令牌，疲劳度 ${fatigue}，清醒度 ${wakefulness}`,
+  chartOp: (kind, outcome, before, after) => `${kind}（${outcome}）：${before} → ${after}`,
+  truncated: "更早的请求边界已从日志中裁剪",
+};
+
+const TABLES = { en, zh };
+
+/** The remembered locale, else the browser's. */
+function chosen() {
+  let stored = null;
+  try {
+    stored = window.localStorage.getItem(KEY);
+  } catch {
+    stored = null;
+  }
+  if (stored && LOCALES.includes(stored)) {
+    return stored;
+  }
+  const language = (navigator.language || "en").toLowerCase();
+  return language.startsWith("zh") ? "zh" : "en";
+}
+
+/** The UI's locale: `en` or `zh`. */
+export const locale = chosen();
+
+/** The texts of the UI's locale. */
+export const texts = TABLES[locale];
+
+/** Remembers `next` as the UI's locale and reloads the page in it. */
+export function switchLocale(next) {
+  if (!LOCALES.includes(next) || next === locale) {
+    return;
+  }
+  try {
+    window.localStorage.setItem(KEY, next);
+  } catch {
+    // Storage refused (private mode): the switch holds for this page only.
+  }
+  window.location.reload();
+}
+
+/** Fills every `[data-text]` element's text, `[data-label]`'s aria-label and `[data-placeholder]`'s placeholder from the table. */
+export function applyStatic(root = document) {
+  document.documentElement.lang = locale === "zh" ? "zh-CN" : "en";
+  for (const node of root.querySelectorAll("[data-text]")) {
+    const value = texts[node.dataset.text];
+    if (typeof value === "string") {
+      node.textContent = value;
+    }
+  }
+  for (const node of root.querySelectorAll("[data-label]")) {
+    const value = texts[node.dataset.label];
+    if (typeof value === "string") {
+      node.setAttribute("aria-label", value);
+    }
+  }
+  for (const node of root.querySelectorAll("[data-placeholder]")) {
+    const value = texts[node.dataset.placeholder];
+    if (typeof value === "string") {
+      node.setAttribute("placeholder", value);
+    }
+  }
+}
+
+/** A token count with thousands separators: 12,345. */
+export function grouped(n) {
+  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ",");
+}
