@@ -1,0 +1,248 @@
+//! The client's view of a gateway session (GW-2, GW-3): the chain hashes of the
+//! messages the client has sent and been answered, kept beside the session's model
+//! view in the store's KV (domain [`DOMAIN`]).
+//!
+//! Rows, all small:
+//! - `view/<session id>` → [`ClientView`] (one hash per client message, in order);
+//! - `chain/<hash>` → the session whose client view ends with that hash (a request
+//!   whose messages extend it continues the session);
+//! - `key/<sha256 of the client's key>` → the session a header or body key names.
+//!
+//! The hash of message *i* covers message *i* and, through message *i − 1*'s hash,
+//! everything before it: two conversations that share a system prompt share only the
+//! first hash, and their views stay apart.
+
+use std::sync::Arc;
+
+use ccare_core::SessionId;
+use ccare_store::{Store, StoreError};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::gateway::wire::ChatMessage;
+
+/// The KV domain of the gateway's rows.
+pub const DOMAIN: &str = "gateway";
+
+/// What the client has seen of a session: the chain hash after each message.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ClientView {
+    /// One hash per client message, oldest first.
+    pub(crate) hashes: Vec<String>,
+}
+
+impl ClientView {
+    /// The hash of the whole view (`None` when empty).
+    pub(crate) fn last(&self) -> Option<&str> {
+        self.hashes.last().map(String::as_str)
+    }
+}
+
+/// The role as the hash sees it: `developer` is OpenAI's new name for `system`.
+fn normalized_role(role: &str) -> &str {
+    match role {
+        "developer" => "system",
+        other => other,
+    }
+}
+
+/// The chain hash after a message with `role` and `text`, following `previous`.
+pub(crate) fn next_hash(previous: &str, role: &str, text: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(previous.as_bytes());
+    hasher.update([0]);
+    hasher.update(normalized_role(role).as_bytes());
+    hasher.update([0]);
+    hasher.update(text.len().to_string().as_bytes());
+    hasher.update([b':']);
+    hasher.update(text.as_bytes());
+    hex(&hasher.finalize()[..16])
+}
+
+/// The chain hash after each of `messages`.
+pub(crate) fn chain(messages: &[ChatMessage]) -> Vec<String> {
+    let mut hashes: Vec<String> = Vec::with_capacity(messages.len());
+    for message in messages {
+        let previous = hashes.last().map(String::as_str).unwrap_or("");
+        let mut text = message.text();
+        if let Some(call) = &message.tool_call_id {
+            text.push_str("\u{0}call:");
+            text.push_str(call);
+        }
+        if let Some(calls) = &message.tool_calls {
+            text.push_str("\u{0}calls:");
+            text.push_str(&calls.to_string());
+        }
+        hashes.push(next_hash(previous, &message.role, &text));
+    }
+    hashes
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+/// The KV key of a client's session key (hashed: keys may be user ids).
+fn key_row(key: &str) -> String {
+    format!("key/{}", hex(&Sha256::digest(key.as_bytes())))
+}
+
+fn view_row(session: &SessionId) -> String {
+    format!("view/{}", session.as_str())
+}
+
+fn chain_row(hash: &str) -> String {
+    format!("chain/{hash}")
+}
+
+/// The gateway's rows in the store.
+#[derive(Clone)]
+pub(crate) struct Views {
+    store: Arc<dyn Store>,
+}
+
+impl std::fmt::Debug for Views {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Views").finish_non_exhaustive()
+    }
+}
+
+impl Views {
+    /// The rows of `store`.
+    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
+        Self { store }
+    }
+
+    async fn session_row(&self, row: &str) -> Result<Option<SessionId>, StoreError> {
+        let entry = self.store.kv_get(DOMAIN, row).await?;
+        Ok(entry
+            .and_then(|entry| String::from_utf8(entry.value).ok())
+            .and_then(|id| SessionId::new(id).ok()))
+    }
+
+    /// The session a client key is bound to.
+    pub(crate) async fn session_for_key(&self, key: &str) -> Result<Option<SessionId>, StoreError> {
+        self.session_row(&key_row(key)).await
+    }
+
+    /// The session whose client view ends with `hash`.
+    pub(crate) async fn session_for_chain(
+        &self,
+        hash: &str,
+    ) -> Result<Option<SessionId>, StoreError> {
+        self.session_row(&chain_row(hash)).await
+    }
+
+    /// A session's client view (empty when the gateway has not answered in it yet).
+    pub(crate) async fn view(&self, session: &SessionId) -> Result<ClientView, StoreError> {
+        let entry = self.store.kv_get(DOMAIN, &view_row(session)).await?;
+        Ok(entry
+            .and_then(|entry| serde_json::from_slice(&entry.value).ok())
+            .unwrap_or_default())
+    }
+
+    /// Binds a client key to `session` (a key already bound keeps its session).
+    pub(crate) async fn bind_key(&self, key: &str, session: &SessionId) -> Result<(), StoreError> {
+        let row = key_row(key);
+        let value = session.as_str().as_bytes().to_vec();
+        match self.store.kv_cas(DOMAIN, &row, None, Some(value)).await {
+            Ok(_) | Err(StoreError::CasConflict { .. }) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Records `view` as `session`'s client view and indexes its last hash; the
+    /// previous last hash stops naming the session.
+    pub(crate) async fn record(
+        &self,
+        session: &SessionId,
+        view: &ClientView,
+    ) -> Result<(), StoreError> {
+        let row = view_row(session);
+        let bytes = serde_json::to_vec(view).map_err(|error| StoreError::Invalid {
+            what: "gateway view",
+            detail: error.to_string(),
+        })?;
+        let mut previous = None;
+        for _ in 0..3 {
+            let entry = self.store.kv_get(DOMAIN, &row).await?;
+            let version = entry.as_ref().map(|entry| entry.version);
+            previous = entry
+                .and_then(|entry| serde_json::from_slice::<ClientView>(&entry.value).ok())
+                .and_then(|old| old.last().map(str::to_owned));
+            match self
+                .store
+                .kv_cas(DOMAIN, &row, version, Some(bytes.clone()))
+                .await
+            {
+                Ok(_) => break,
+                Err(StoreError::CasConflict { .. }) => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        if let Some(old) = previous.filter(|old| Some(old.as_str()) != view.last()) {
+            self.unindex(&old, session).await?;
+        }
+        if let Some(last) = view.last() {
+            let row = chain_row(last);
+            let entry = self.store.kv_get(DOMAIN, &row).await?;
+            let version = entry.map(|entry| entry.version);
+            let value = session.as_str().as_bytes().to_vec();
+            match self.store.kv_cas(DOMAIN, &row, version, Some(value)).await {
+                Ok(_) | Err(StoreError::CasConflict { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes `chain/<hash>` if it still names `session`.
+    async fn unindex(&self, hash: &str, session: &SessionId) -> Result<(), StoreError> {
+        let row = chain_row(hash);
+        let Some(entry) = self.store.kv_get(DOMAIN, &row).await? else {
+            return Ok(());
+        };
+        if entry.value != session.as_str().as_bytes() {
+            return Ok(());
+        }
+        match self
+            .store
+            .kv_cas(DOMAIN, &row, Some(entry.version), None)
+            .await
+        {
+            Ok(_) | Err(StoreError::CasConflict { .. }) => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(role: &str, text: &str) -> ChatMessage {
+        ChatMessage {
+            role: role.to_owned(),
+            content: Some(crate::gateway::wire::ChatContent::Text(text.to_owned())),
+            tool_calls: None,
+            tool_call_id: None,
+        }
+    }
+
+    #[test]
+    fn gw_2_the_chain_hash_covers_everything_before() {
+        let a = chain(&[message("system", "be brief"), message("user", "hi")]);
+        let b = chain(&[message("system", "be brief"), message("user", "hello")]);
+        let c = chain(&[message("developer", "be brief"), message("user", "hi")]);
+        assert_eq!(a[0], b[0], "the shared system prompt hashes alike");
+        assert_ne!(a[1], b[1]);
+        assert_eq!(a, c, "developer is system");
+        let extended = chain(&[
+            message("system", "be brief"),
+            message("user", "hi"),
+            message("assistant", "hello"),
+        ]);
+        assert_eq!(extended[..2], a[..]);
+        assert_eq!(a[1].len(), 32);
+    }
+}

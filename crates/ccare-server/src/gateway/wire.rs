@@ -1,0 +1,293 @@
+//! The OpenAI chat-completions wire shapes the gateway reads and writes (GW-1, GW-5,
+//! GW-6), with their schemas for the OpenAPI document.
+//!
+//! Requests are read leniently: OpenAI clients send many fields the gateway does not
+//! use yet (`temperature`, `n`, `seed`, …) and an SDK upgrade must not turn them into
+//! 400s, so unknown fields are ignored rather than refused.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `POST /v1/chat/completions`'s body: the fields the gateway reads.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ChatRequest {
+    /// `<provider>/<model>`, or a bare model name one configured route serves.
+    pub model: String,
+    /// The whole conversation as the client sees it.
+    pub messages: Vec<ChatMessage>,
+    /// Whether to answer as server-sent events.
+    #[serde(default)]
+    pub stream: Option<bool>,
+    /// Streaming options.
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+    /// A session key (GW-2).
+    #[serde(default)]
+    pub user: Option<String>,
+    /// A session key preferred over `user` (GW-2).
+    #[serde(default)]
+    pub prompt_cache_key: Option<String>,
+}
+
+/// `stream_options`.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+pub struct StreamOptions {
+    /// Whether a last chunk with `choices: []` carries the usage.
+    #[serde(default)]
+    pub include_usage: Option<bool>,
+}
+
+/// One message of the client's conversation.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ChatMessage {
+    /// `system`, `developer`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// A string, or a list of content parts.
+    #[serde(default)]
+    pub content: Option<ChatContent>,
+    /// Tool calls of an assistant message (client tools land later).
+    #[serde(default)]
+    pub tool_calls: Option<serde_json::Value>,
+    /// The call a `tool` message answers.
+    #[serde(default)]
+    pub tool_call_id: Option<String>,
+}
+
+/// A message's content: a string or parts.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ChatContent {
+    /// Plain text.
+    Text(String),
+    /// Content parts; the text parts are read.
+    Parts(Vec<ContentPart>),
+}
+
+/// One content part.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ContentPart {
+    /// `text`, `image_url`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The text of a `text` part.
+    #[serde(default)]
+    pub text: Option<String>,
+}
+
+impl ChatMessage {
+    /// The message's text: the string, or its text parts joined.
+    pub fn text(&self) -> String {
+        match &self.content {
+            None => String::new(),
+            Some(ChatContent::Text(text)) => text.clone(),
+            Some(ChatContent::Parts(parts)) => parts
+                .iter()
+                .filter(|part| part.kind == "text")
+                .filter_map(|part| part.text.as_deref())
+                .collect::<Vec<_>>()
+                .join(""),
+        }
+    }
+
+    /// Whether any part is not text (images and files land later).
+    pub fn has_non_text_part(&self) -> bool {
+        matches!(&self.content, Some(ChatContent::Parts(parts)) if parts.iter().any(|part| part.kind != "text"))
+    }
+}
+
+/// `GET /v1/models`'s answer.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ModelList {
+    /// Always `list`.
+    pub object: &'static str,
+    /// The configured routes.
+    pub data: Vec<ModelEntry>,
+}
+
+/// One configured route as a model.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ModelEntry {
+    /// `<provider>/<model>`.
+    pub id: String,
+    /// Always `model`.
+    pub object: &'static str,
+    /// Always 0: routes have no creation time.
+    pub created: u64,
+    /// The provider's config name.
+    pub owned_by: String,
+}
+
+/// Token usage in OpenAI's shape, from the upstream's real usage.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+pub struct Usage {
+    /// Input tokens, cached ones included.
+    pub prompt_tokens: u64,
+    /// Output tokens, reasoning included.
+    pub completion_tokens: u64,
+    /// Their sum.
+    pub total_tokens: u64,
+    /// The cached share of the input.
+    pub prompt_tokens_details: PromptDetails,
+    /// The reasoning share of the output.
+    pub completion_tokens_details: CompletionDetails,
+}
+
+/// `usage.prompt_tokens_details`.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+pub struct PromptDetails {
+    /// Input tokens read from the provider's cache.
+    pub cached_tokens: u64,
+}
+
+/// `usage.completion_tokens_details`.
+#[derive(Debug, Clone, Copy, Serialize, JsonSchema)]
+pub struct CompletionDetails {
+    /// Reasoning tokens.
+    pub reasoning_tokens: u64,
+}
+
+impl Usage {
+    /// OpenAI's shape of `usage`.
+    pub fn of(usage: &ccare_core::TokenUsage) -> Self {
+        let prompt = usage.input_total();
+        Self {
+            prompt_tokens: prompt,
+            completion_tokens: usage.output,
+            total_tokens: prompt.saturating_add(usage.output),
+            prompt_tokens_details: PromptDetails {
+                cached_tokens: usage.cache_read,
+            },
+            completion_tokens_details: CompletionDetails {
+                reasoning_tokens: usage.reasoning,
+            },
+        }
+    }
+}
+
+/// A non-streamed answer.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Completion {
+    /// `chatcmpl-…`.
+    pub id: String,
+    /// Always `chat.completion`.
+    pub object: &'static str,
+    /// Unix seconds.
+    pub created: u64,
+    /// The model the client asked for.
+    pub model: String,
+    /// One choice.
+    pub choices: Vec<Choice>,
+    /// The upstream's usage, summed over the turn's requests.
+    pub usage: Option<Usage>,
+}
+
+/// The one choice of a non-streamed answer.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Choice {
+    /// Always 0.
+    pub index: u32,
+    /// The assistant's message.
+    pub message: AnswerMessage,
+    /// `stop` or `length`.
+    pub finish_reason: String,
+}
+
+/// The assistant's message of a non-streamed answer.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct AnswerMessage {
+    /// Always `assistant`.
+    pub role: &'static str,
+    /// The answer's text.
+    pub content: String,
+    /// The model's reasoning, passed through, when it had any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+}
+
+/// One streamed chunk.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct CompletionChunk {
+    /// The same id on every chunk of an answer.
+    pub id: String,
+    /// Always `chat.completion.chunk`.
+    pub object: &'static str,
+    /// Unix seconds, the same on every chunk.
+    pub created: u64,
+    /// The model the client asked for.
+    pub model: String,
+    /// One choice, or none on the usage chunk.
+    pub choices: Vec<ChunkChoice>,
+    /// `null` on every chunk but the usage chunk; absent without `include_usage`.
+    #[serde(skip_serializing_if = "UsageField::is_absent")]
+    pub usage: UsageField,
+}
+
+/// A chunk's `usage` field: absent, `null`, or the usage.
+#[derive(Debug, Clone, Copy, JsonSchema)]
+pub enum UsageField {
+    /// Without `include_usage`.
+    Absent,
+    /// `null`.
+    Null,
+    /// The usage.
+    Usage(Usage),
+}
+
+impl UsageField {
+    fn is_absent(&self) -> bool {
+        matches!(self, UsageField::Absent)
+    }
+}
+
+impl Serialize for UsageField {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            UsageField::Absent | UsageField::Null => serializer.serialize_none(),
+            UsageField::Usage(usage) => usage.serialize(serializer),
+        }
+    }
+}
+
+/// A chunk's choice.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ChunkChoice {
+    /// Always 0.
+    pub index: u32,
+    /// What this chunk adds.
+    pub delta: Delta,
+    /// `null` until the final chunk.
+    pub finish_reason: Option<String>,
+}
+
+/// What a chunk adds to the answer.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+pub struct Delta {
+    /// `assistant` on the first chunk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub role: Option<&'static str>,
+    /// A piece of the answer's text.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// A piece of the model's reasoning.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning_content: Option<String>,
+}
+
+/// An error in OpenAI's shape (GW-6).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ErrorReply {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// `error`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ErrorDetail {
+    /// What went wrong, for a person.
+    pub message: String,
+    /// OpenAI's error type: `invalid_request_error`, `api_error`, …
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Our stable code, e.g. `REQUEST_BUDGET_EXCEEDED`, or OpenAI's `model_not_found`.
+    pub code: String,
+}

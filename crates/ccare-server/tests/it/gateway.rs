@@ -1,0 +1,578 @@
+//! The OpenAI-compatible gateway over real HTTP against the in-process fake upstream
+//! (server.md GW-1, GW-2, GW-5, GW-6, GW-7): the model list, answers byte-checked
+//! against OpenAI's shapes, sessions found and continued from the message chain, and
+//! refusals the SDKs do not retry. Continuations are read back through `export`.
+
+use ccare_fake_openai::{Reply, Script, openai_usage};
+use serde_json::{Value, json};
+
+use crate::events::export;
+use crate::rig::Rig;
+
+const CHAT: &str = "/v1/chat/completions";
+
+/// A POST of `body` to the gateway with the bearer token.
+async fn chat(rig: &Rig, body: &Value) -> reqwest::Response {
+    rig.post_json(CHAT, body).await
+}
+
+fn session_of(response: &reqwest::Response) -> String {
+    response
+        .headers()
+        .get("x-ccare-session")
+        .unwrap_or_else(|| panic!("no x-ccare-session on {}", response.status()))
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
+/// `text` (one JSON object as the gateway wrote it) with its `id` and `created`
+/// checked and replaced by `ID` and `0` (they vary per answer); returns the id too.
+fn masked(text: &str) -> (String, String) {
+    let value: Value = serde_json::from_str(text).unwrap();
+    let id = value["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("chatcmpl-") && id.len() > 9, "{id}");
+    let created = value["created"].as_u64().unwrap();
+    assert!(created.abs_diff(now_secs()) <= 5, "created {created}");
+    let text = text
+        .replacen(&format!(r#""id":"{id}""#), r#""id":"ID""#, 1)
+        .replacen(&format!(r#""created":{created},"#), r#""created":0,"#, 1);
+    (id, text)
+}
+
+/// The `data:` payloads of an OpenAI stream, checking there is nothing else (no
+/// `event:`/`id:` lines) and every frame ends with a blank line.
+fn data_lines(text: &str) -> Vec<String> {
+    assert!(text.ends_with("\n\n"), "{text:?}");
+    text.split("\n\n")
+        .filter(|frame| !frame.is_empty())
+        .filter(|frame| !frame.starts_with(':'))
+        .map(|frame| {
+            frame
+                .strip_prefix("data: ")
+                .filter(|data| !data.contains('\n'))
+                .unwrap_or_else(|| panic!("not one data line: {frame:?}"))
+                .to_owned()
+        })
+        .collect()
+}
+
+fn conversation(system: &str, user: &str) -> Value {
+    json!([
+        {"role": "system", "content": system},
+        {"role": "user", "content": user},
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_1_models_lists_the_configured_routes() {
+    let rig = Rig::start().await;
+    let response = rig.get("/v1/models").await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        response.text().await.unwrap(),
+        r#"{"object":"list","data":[{"id":"fake/model","object":"model","created":0,"owned_by":"fake"}]}"#
+    );
+    // The gateway is behind the server's bearer token like every route.
+    let anonymous = rig.client.get(rig.url("/v1/models")).send().await.unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_1_a_plain_answer_has_openai_shape_and_real_usage() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("Hello big world"));
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("be brief", "hi"), "temperature": 0.2}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "application/json"
+    );
+    let session = session_of(&response);
+    let (_, text) = masked(&response.text().await.unwrap());
+    assert_eq!(
+        text,
+        r#"{"id":"ID","object":"chat.completion","created":0,"model":"fake/model","choices":[{"index":0,"message":{"role":"assistant","content":"Hello big world"},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}"#
+    );
+    // The session is a real one: its log has the turn, the client's system prompt and
+    // question entered as the user message.
+    let exported = export(&rig, &session).await;
+    assert_eq!(exported.matches(r#""type":"user/message""#).count(), 1);
+    assert_eq!(exported.matches(r#""type":"assistant/message""#).count(), 1);
+    let upstream = &rig.fake.requests()[0].body;
+    let last = upstream["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(last["role"], "user");
+    assert!(last.to_string().contains("be brief"), "{last}");
+    assert!(last.to_string().contains("hi"), "{last}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_2_a_request_extending_the_conversation_continues_its_session() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("Hello big world"));
+    rig.fake.push(Reply::text("Fine thanks"));
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("be brief", "hi")}),
+    )
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = session_of(&first);
+    let second = chat(
+        &rig,
+        &json!({"model": "model", "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": "Hello big world"},
+            {"role": "user", "content": "how are you?"},
+        ]}),
+    )
+    .await;
+    assert_eq!(second.status().as_u16(), 200);
+    assert_eq!(session_of(&second), session, "the same session continues");
+    let answer: Value = second.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "Fine thanks");
+    assert_eq!(answer["model"], "model", "the model is echoed as asked");
+
+    let exported = export(&rig, &session).await;
+    assert_eq!(exported.matches(r#""type":"user/message""#).count(), 2);
+    assert_eq!(exported.matches(r#""type":"assistant/message""#).count(), 2);
+    assert_eq!(exported.matches(r#""type":"turn/end""#).count(), 2);
+    // The upstream got the whole history from the session's model view, and only the
+    // new question was entered again.
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1].body["messages"].as_array().unwrap().clone();
+    let texts: Vec<String> = messages
+        .iter()
+        .filter(|message| message["role"] != "system")
+        .map(|message| message["content"].to_string())
+        .collect();
+    assert_eq!(texts.len(), 3, "{messages:?}");
+    assert!(texts[0].contains("hi"), "{texts:?}");
+    assert!(texts[1].contains("Hello big world"), "{texts:?}");
+    assert!(texts[2].contains("how are you?"), "{texts:?}");
+    assert_eq!(exported.matches("how are you?").count(), 1, "{exported}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_2_conversations_sharing_a_system_prompt_stay_apart() {
+    let rig = Rig::start().await;
+    for answer in ["one", "two", "three"] {
+        rig.fake.push(Reply::text(answer));
+    }
+    let mut sessions = Vec::new();
+    for user in ["hi", "hello", "hi"] {
+        let response = chat(
+            &rig,
+            &json!({"model": "fake/model", "messages": conversation("you are a helpful assistant", user)}),
+        )
+        .await;
+        assert_eq!(response.status().as_u16(), 200);
+        sessions.push(session_of(&response));
+    }
+    assert_ne!(sessions[0], sessions[1]);
+    assert_ne!(
+        sessions[0], sessions[2],
+        "the same first question is a new conversation"
+    );
+    assert_ne!(sessions[1], sessions[2]);
+    // Each conversation continues only its own session.
+    rig.fake.push(Reply::text("four"));
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": [
+            {"role": "system", "content": "you are a helpful assistant"},
+            {"role": "user", "content": "hello"},
+            {"role": "assistant", "content": "two"},
+            {"role": "user", "content": "more"},
+        ]}),
+    )
+    .await;
+    assert_eq!(session_of(&response), sessions[1]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_2_a_client_key_names_the_session() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("a"));
+    rig.fake.push(Reply::text("b"));
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "user": "alice", "messages": conversation("s", "hi")}),
+    )
+    .await;
+    let session = session_of(&first);
+    // The header names the session too; the messages must still extend what it saw.
+    let second = rig
+        .authed(reqwest::Method::POST, CHAT)
+        .header("x-ccare-session", &session)
+        .json(&json!({"model": "fake/model", "messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": "again"},
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(second.status().as_u16(), 200);
+    assert_eq!(session_of(&second), session);
+    // An edited history under the same key is refused (forks land later), not retried.
+    let edited = chat(
+        &rig,
+        &json!({"model": "fake/model", "user": "alice", "messages": conversation("s", "bye")}),
+    )
+    .await;
+    assert_eq!(edited.status().as_u16(), 409);
+    assert_eq!(edited.headers()["x-should-retry"], "false");
+    assert_eq!(session_of(&edited), session);
+    let body: Value = edited.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "TRANSCRIPT_DIVERGED");
+    assert_eq!(rig.fake.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_5_a_stream_is_openai_chunks_with_usage_last_then_done() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .reasoning("think")
+            .text("Hello ")
+            .text("world")
+            .finish("stop")
+            .usage(openai_usage(12, 2, 5, 1)),
+    ));
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/model", "stream": true, "stream_options": {"include_usage": true},
+                "messages": conversation("s", "hi")}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        response.headers()["content-type"].to_str().unwrap(),
+        "text/event-stream"
+    );
+    let session = session_of(&response);
+    let lines = data_lines(&response.text().await.unwrap());
+    assert_eq!(lines.last().map(String::as_str), Some("[DONE]"));
+    let mut ids = Vec::new();
+    let rest: Vec<String> = lines[..lines.len() - 1]
+        .iter()
+        .map(|line| {
+            let (id, text) = masked(line);
+            ids.push(id);
+            text
+        })
+        .collect();
+    assert!(ids.iter().all(|id| *id == ids[0]), "one id: {ids:?}");
+    let head = r#"{"id":"ID","object":"chat.completion.chunk","created":0,"model":"fake/model","#;
+    let choice = |delta: &str, finish: &str| {
+        format!(
+            r#"{head}"choices":[{{"index":0,"delta":{delta},"finish_reason":{finish}}}],"usage":null}}"#
+        )
+    };
+    assert_eq!(
+        rest,
+        vec![
+            choice(r#"{"role":"assistant","content":""}"#, "null"),
+            choice(r#"{"reasoning_content":"think"}"#, "null"),
+            choice(r#"{"content":"Hello "}"#, "null"),
+            choice(r#"{"content":"world"}"#, "null"),
+            choice("{}", r#""stop""#),
+            format!(
+                r#"{head}"choices":[],"usage":{{"prompt_tokens":12,"completion_tokens":5,"total_tokens":17,"prompt_tokens_details":{{"cached_tokens":2}},"completion_tokens_details":{{"reasoning_tokens":1}}}}}}"#
+            ),
+        ]
+    );
+    // The streamed answer continues like a plain one.
+    rig.fake.push(Reply::text("again"));
+    let next = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "Hello world"},
+            {"role": "user", "content": "more"},
+        ]}),
+    )
+    .await;
+    assert_eq!(session_of(&next), session);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_5_without_include_usage_chunks_carry_no_usage() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("Hi there"));
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/model", "stream": true, "messages": conversation("s", "hi")}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    let lines = data_lines(&response.text().await.unwrap());
+    assert_eq!(lines.last().map(String::as_str), Some("[DONE]"));
+    let chunks: Vec<Value> = lines[..lines.len() - 1]
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let contents: Vec<Value> = chunks
+        .iter()
+        .map(|chunk| chunk["choices"][0]["delta"]["content"].clone())
+        .collect();
+    assert_eq!(
+        contents,
+        vec![json!(""), json!("Hi "), json!("there"), Value::Null]
+    );
+    assert_eq!(chunks[3]["choices"][0]["finish_reason"], "stop");
+    for chunk in &chunks {
+        assert!(chunk.get("usage").is_none(), "{chunk}");
+        assert_eq!(chunk["choices"].as_array().unwrap().len(), 1);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_an_unknown_model_is_404_model_not_found_not_retried() {
+    let rig = Rig::start().await;
+    let response = chat(
+        &rig,
+        &json!({"model": "gpt-nope", "messages": conversation("s", "hi")}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 404);
+    assert_eq!(response.headers()["x-should-retry"], "false");
+    assert_eq!(
+        response.text().await.unwrap(),
+        r#"{"error":{"message":"The model `gpt-nope` does not exist: no configured route serves it (GET /v1/models lists them)","type":"not_found_error","code":"model_not_found"}}"#
+    );
+    assert!(rig.fake.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_a_bad_transcript_is_400_not_retried() {
+    let rig = Rig::start().await;
+    for (messages, fragment) in [
+        (
+            json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "made up"}, {"role": "user", "content": "go"}]),
+            "\"assistant\" message the gateway did not answer",
+        ),
+        (
+            json!([{"role": "system", "content": "only"}]),
+            "no user message",
+        ),
+        (json!([]), "at least one message"),
+    ] {
+        let response = chat(&rig, &json!({"model": "fake/model", "messages": messages})).await;
+        assert_eq!(response.status().as_u16(), 400, "{messages}");
+        assert_eq!(response.headers()["x-should-retry"], "false");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "BAD_TRANSCRIPT", "{body}");
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains(fragment),
+            "{body}"
+        );
+    }
+    let response = chat(&rig, &json!({"messages": []})).await;
+    assert_eq!(response.status().as_u16(), 400);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "INVALID_REQUEST", "{body}");
+    assert!(rig.fake.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_a_budget_refusal_is_400_request_budget_exceeded_not_retried() {
+    let rig = Rig::start().await;
+    // Far over the 16k window: the request gate refuses it before the upstream.
+    let huge = "lorem ipsum dolor sit amet ".repeat(8000);
+    for stream in [false, true] {
+        let response = chat(
+            &rig,
+            &json!({"model": "fake/model", "stream": stream, "messages": conversation("s", &huge)}),
+        )
+        .await;
+        assert_eq!(response.status().as_u16(), 400, "stream {stream}");
+        assert_eq!(response.headers()["x-should-retry"], "false");
+        assert!(response.headers().get("x-ccare-session").is_some());
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "REQUEST_BUDGET_EXCEEDED", "{body}");
+        assert_eq!(body["error"]["type"], "invalid_request_error");
+    }
+    assert!(rig.fake.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_an_upstream_429_passes_through_with_its_retry_header() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::rate_limited(7));
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("s", "hi")}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 429);
+    assert_eq!(response.headers()["retry-after"], "7");
+    assert!(response.headers().get("x-should-retry").is_none());
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["type"], "rate_limit_error", "{body}");
+}
+
+/// The `openai` Python SDK version the client test pins.
+const OPENAI_SDK: &str = "openai==3.51.0";
+
+/// What the SDK script does through the gateway, printing one JSON object: a plain
+/// answer, a streamed continuation with `include_usage`, a refusal it must not retry
+/// and an upstream 429 it must (attempts counted with an httpx hook).
+const SDK_SCRIPT: &str = r#"
+import json, os, openai
+try:
+    import httpx2 as httpx
+except ImportError:
+    import httpx
+attempts = []
+http = httpx.Client(event_hooks={"request": [lambda request: attempts.append(request.url.path)]})
+client = openai.OpenAI(base_url=os.environ["GW_BASE"] + "/v1", api_key=os.environ["GW_TOKEN"], http_client=http, max_retries=2)
+out = {}
+models = client.models.list()
+out["models"] = [model.id for model in models.data]
+history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+raw = client.chat.completions.with_raw_response.create(model="fake/model", messages=history)
+first = raw.parse()
+out["first"] = {"session": raw.headers["x-ccare-session"], "content": first.choices[0].message.content,
+                "finish": first.choices[0].finish_reason, "usage": first.usage.total_tokens, "object": first.object}
+history += [{"role": "assistant", "content": first.choices[0].message.content}, {"role": "user", "content": "more"}]
+raw = client.chat.completions.with_raw_response.create(model="fake/model", messages=history, stream=True,
+                                                        stream_options={"include_usage": True})
+pieces, usage, finish = [], None, None
+for chunk in raw.parse():
+    if chunk.choices:
+        pieces.append(chunk.choices[0].delta.content or "")
+        finish = chunk.choices[0].finish_reason or finish
+    if chunk.usage is not None:
+        usage = chunk.usage.total_tokens
+out["second"] = {"session": raw.headers["x-ccare-session"], "content": "".join(pieces), "finish": finish, "usage": usage}
+client.chat.completions.create(model="fake/model", user="k", messages=[{"role": "user", "content": "keyed"}])
+before = len(attempts)
+try:
+    client.chat.completions.create(model="fake/model", user="k", messages=[{"role": "user", "content": "edited"}])
+    out["refused"] = None
+except openai.APIStatusError as error:
+    out["refused"] = {"status": error.status_code, "code": error.code, "attempts": len(attempts) - before}
+before = len(attempts)
+retried = client.chat.completions.create(model="fake/model", messages=[{"role": "user", "content": "retry me"}])
+out["retried"] = {"content": retried.choices[0].message.content, "attempts": len(attempts) - before}
+print(json.dumps(out))
+"#;
+
+/// The venv's python with the pinned SDK, created under `target/` when missing;
+/// `None` (with a printed note) when Python or PyPI is not there and this is not CI.
+fn sdk_python() -> Option<std::path::PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let venv = target.join("gateway-venv");
+    let python = venv.join("bin/python");
+    let ready = |python: &std::path::Path| {
+        std::process::Command::new(python)
+            .args([
+                "-c",
+                "import openai, sys; sys.exit(openai.__version__ != sys.argv[1])",
+            ])
+            .arg(OPENAI_SDK.trim_start_matches("openai=="))
+            .status()
+            .is_ok_and(|status| status.success())
+    };
+    if ready(&python) {
+        return Some(python);
+    }
+    let installed = std::process::Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|status| status.success())
+        && std::process::Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", OPENAI_SDK])
+            .status()
+            .is_ok_and(|status| status.success());
+    if installed && ready(&python) {
+        return Some(python);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run the openai SDK test: could not set up {OPENAI_SDK} in {}",
+        venv.display()
+    );
+    eprintln!(
+        "note: skipping the openai Python SDK test: python3 or {OPENAI_SDK} is not available"
+    );
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_1_the_official_openai_python_sdk_talks_to_the_gateway() {
+    let Some(python) = tokio::task::spawn_blocking(sdk_python).await.unwrap() else {
+        return;
+    };
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("Hello big world"));
+    rig.fake.push(Reply::text("Fine thanks"));
+    rig.fake.push(Reply::text("keyed answer"));
+    rig.fake.push(Reply::rate_limited(1));
+    rig.fake.push(Reply::text("after retry"));
+    let (base, token) = (rig.base.clone(), rig.token.clone());
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .args(["-c", SDK_SCRIPT])
+            .env("GW_BASE", base)
+            .env("GW_TOKEN", token)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(out["models"], json!(["fake/model"]));
+    let session = out["first"]["session"].as_str().unwrap();
+    assert_eq!(
+        out["first"],
+        json!({"session": session, "content": "Hello big world", "finish": "stop", "usage": 13, "object": "chat.completion"})
+    );
+    assert_eq!(
+        out["second"],
+        json!({"session": session, "content": "Fine thanks", "finish": "stop", "usage": 12})
+    );
+    // The refusal is a 409 the SDK retries by default: x-should-retry: false stops it.
+    assert_eq!(
+        out["refused"],
+        json!({"status": 409, "code": "TRANSCRIPT_DIVERGED", "attempts": 1})
+    );
+    // The upstream's 429 passes through with retry-after, and the SDK retries it.
+    assert_eq!(
+        out["retried"],
+        json!({"content": "after retry", "attempts": 2})
+    );
+    assert_eq!(rig.fake.requests().len(), 5);
+    let exported = export(&rig, session).await;
+    assert_eq!(exported.matches(r#""type":"turn/end""#).count(), 2);
+}
