@@ -108,7 +108,14 @@ impl TriggerState {
             },
             fired: vec![false; actions].into(),
             armed: actions > 0,
-            attempt: AttemptState::default(),
+            attempt: AttemptState {
+                // `line-repeat` reads only the view's lines: its view keeps no text.
+                view: match trigger.detector() {
+                    Detector::LineRepeat(_) => View::lines_only(),
+                    Detector::Phrases { .. } => View::new(),
+                },
+                ..AttemptState::default()
+            },
         }
     }
 
@@ -192,6 +199,13 @@ impl AttemptState {
         every: usize,
         delta: &str,
     ) -> Option<(usize, Evidence)> {
+        if self.since_check + delta.len() < every {
+            // No check can fall in this delta (it has at most as many units as bytes):
+            // it is measured and kept in one pass.
+            let (scan, _) = self.view.push_counted(delta);
+            self.since_check += scan.units;
+            return None;
+        }
         let scan = scan_delta(delta);
         if self.since_check + scan.units < every {
             // No check falls in this delta.
@@ -430,7 +444,9 @@ impl StreamWatch {
             .is_some_and(TriggerState::is_armed)
     }
 
-    /// The trigger's current view (empty for a trigger that keeps none).
+    /// The trigger's current view (empty for a trigger that keeps none). A
+    /// `line-repeat` trigger's view keeps its lines and open line but no text chunks
+    /// (its detector never reads them): its `text_len` is 0.
     pub fn view(&self, trigger: &str) -> Option<&View> {
         let index = self.position(trigger)?;
         self.states.get(index).map(|state| &state.attempt.view)

@@ -7,13 +7,18 @@
 /// Counts from the UTF-8 bytes: every character starts with one non-continuation byte,
 /// and the four-byte ones (outside the BMP) take two units.
 pub(crate) fn utf16_len(text: &str) -> usize {
-    text.bytes()
-        .map(|byte| match byte {
-            0x80..=0xBF => 0,
-            0xF0..=0xFF => 2,
-            _ => 1,
-        })
-        .sum()
+    text.bytes().map(unit_of).sum()
+}
+
+/// The UTF-16 units a UTF-8 byte starts: 0 for a continuation byte, 2 for the lead
+/// byte of a four-byte character, else 1.
+#[inline]
+pub(crate) fn unit_of(byte: u8) -> usize {
+    match byte {
+        0x80..=0xBF => 0,
+        0xF0..=0xFF => 2,
+        _ => 1,
+    }
 }
 
 /// What a view needs to know of a delta before it keeps it, in one pass over its
