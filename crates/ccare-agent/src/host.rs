@@ -248,6 +248,13 @@ impl PluginScope<'_> {
         self.host.controls.clone()
     }
 
+    /// The host's session driver slot, for a route that must append to a session
+    /// through its driver (read it per request: the front end installs the driver
+    /// after plugins mount).
+    pub fn session_driver(&self) -> crate::driver::DriverSlot {
+        self.host.driver.clone()
+    }
+
     /// Registers a controls source owned by this plugin (RC-1); removed on unmount.
     pub fn control_source(&mut self, mut source: ControlSource) -> Result<(), ScopeError> {
         source.plugin = Some(self.owner.clone());
@@ -324,6 +331,8 @@ pub struct Host {
     pub(crate) inbox: crate::inbox::InboxStore,
     /// The HTTP routes the host and its plugins registered (H-HTTP-1).
     routes: crate::routes::Routes,
+    /// The front end's session driver, for routes that append (CC-EXT-3).
+    driver: crate::driver::DriverSlot,
     control_sources: RwLock<Vec<Registered<String>>>,
     mounted: RwLock<BTreeMap<String, Vec<Registration>>>,
     /// Per mounted plugin: cancelled when it is unmounted.
@@ -355,10 +364,17 @@ impl Host {
             controls: Controls::new(store),
             inbox: crate::inbox::InboxStore::default(),
             routes: crate::routes::Routes::default(),
+            driver: crate::driver::DriverSlot::default(),
             control_sources: RwLock::new(Vec::new()),
             mounted: RwLock::new(BTreeMap::new()),
             lifetimes: RwLock::new(BTreeMap::new()),
         }
+    }
+
+    /// Installs the front end's session driver (the registry of agent actors), which
+    /// routes that append go through (CC-EXT-3).
+    pub fn set_session_driver(&self, driver: Arc<dyn crate::driver::SessionDriver>) {
+        self.driver.set(driver);
     }
 
     /// The LLM layer.

@@ -29,6 +29,7 @@
 mod agent;
 mod command;
 mod dispatch;
+pub mod driver;
 mod external;
 mod hooks;
 mod host;

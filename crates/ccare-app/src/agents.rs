@@ -58,6 +58,43 @@ struct Shared {
 
 type Slot = tokio::sync::Mutex<Option<Actor>>;
 
+/// The registry as the host's session driver: weak, so the host (which holds the
+/// driver) does not keep the registry (which holds the host) alive.
+struct Driver(Weak<Shared>);
+
+impl ccare_agent::driver::SessionDriver for Driver {
+    fn drive<'a>(
+        &'a self,
+        id: &'a SessionId,
+    ) -> ccare_agent::BoxFuture<
+        'a,
+        Result<ccare_agent::driver::DrivenSession, ccare_agent::driver::DriverError>,
+    > {
+        use ccare_agent::driver::{DrivenSession, DriverError};
+        Box::pin(async move {
+            let Some(shared) = self.0.upgrade() else {
+                return Err(DriverError::Failed(
+                    "the agents registry is gone".to_owned(),
+                ));
+            };
+            let agents = Agents { shared };
+            match agents.get_or_start(id, WhenBusy::Fail).await {
+                Ok(handle) => Ok(DrivenSession {
+                    session: handle.session().clone(),
+                    guard: Box::new(handle),
+                }),
+                Err(AppError::Session(ccare_session::SessionError::UnknownSession(_))) => {
+                    Err(DriverError::UnknownSession(id.to_string()))
+                }
+                Err(error @ AppError::SessionBusy { .. }) => {
+                    Err(DriverError::Busy(error.to_string()))
+                }
+                Err(error) => Err(DriverError::Failed(error.to_string())),
+            }
+        })
+    }
+}
+
 /// One running actor: its agent, the lease it holds and its users.
 struct Actor {
     agent: Agent,
@@ -103,17 +140,21 @@ impl AgentHandle {
 impl Agents {
     /// A registry over `host`, starting agents with `options`; each actor holds its
     /// session's lease for `lease_ms` (renewed) and stops after `idle_ms` unused.
+    /// It installs itself as the host's session driver (CC-EXT-3), so routes that
+    /// append to a session go through its actor.
     pub fn new(host: Arc<Host>, options: AgentOptions, lease_ms: u64, idle_ms: u64) -> Self {
-        Self {
+        let agents = Self {
             shared: Arc::new(Shared {
-                host,
+                host: Arc::clone(&host),
                 options,
                 lease_ms,
                 idle: Duration::from_millis(idle_ms.max(1)),
                 slots: std::sync::Mutex::new(HashMap::new()),
                 started: AtomicU64::new(0),
             }),
-        }
+        };
+        host.set_session_driver(Arc::new(Driver(Arc::downgrade(&agents.shared))));
+        agents
     }
 
     /// The registry of a booted profile: its host, its agent options, `[host]

@@ -89,6 +89,7 @@ pub mod series;
 mod status_tool;
 pub mod summary;
 pub mod texts;
+pub mod undo;
 
 pub use boundary::STATE_SOURCE;
 pub use care::{CareError, UiSample};

@@ -106,6 +106,17 @@ impl ContextCare {
         Some(care.actions_of(session).await)
     }
 
+    /// Undoes maintenance action `op` of `session` (CC-EXT-3, [`crate::undo`]): the
+    /// caller drives the session (holds its lease). `None` until mounted.
+    pub async fn undo(
+        &self,
+        session: &Session,
+        op: &str,
+    ) -> Option<Result<crate::undo::UndoOutcome, crate::undo::UndoError>> {
+        let care = Arc::clone(self.mounted.get()?);
+        Some(care.undo(session, op).await)
+    }
+
     /// The session's maintenance actions from the journal (CC-JNL-3), oldest first;
     /// `None` until this handle has been mounted.
     pub async fn actions(

@@ -29,6 +29,13 @@ pub enum SurfaceOp {
         /// Last live seq of the shadowed span.
         end_seq: u64,
     },
+    /// Undoes the replace whose node is `replace_seq` (CC-EXT-3): that live replace node
+    /// leaves the surface and the nodes it shadowed become live again in its place.
+    /// The restoring event adds no node of its own; nothing is deleted.
+    Restore {
+        /// The seq of the live replace node to undo.
+        replace_seq: u64,
+    },
 }
 
 /// An event not yet appended: everything but the seq and time, which the session assigns.

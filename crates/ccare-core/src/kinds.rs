@@ -99,6 +99,8 @@ pub const COMPACTION_SUMMARY: &str = "compaction/summary";
 pub const COMPACTION_END: &str = "compaction/end";
 /// `compaction/prune`.
 pub const COMPACTION_PRUNE: &str = "compaction/prune";
+/// `compaction/undo` (CC-EXT-3): carries a `Restore` surface op.
+pub const COMPACTION_UNDO: &str = "compaction/undo";
 /// `session/end-seed`.
 pub const SESSION_END_SEED: &str = "session/end-seed";
 /// `llm/retry` (ignorable).
@@ -121,6 +123,7 @@ pub const HOST_EVENT_TYPES: &[EventTypeSpec] = &[
     EventTypeSpec::plain(COMPACTION_SUMMARY),
     EventTypeSpec::plain(COMPACTION_END),
     EventTypeSpec::plain(COMPACTION_PRUNE),
+    EventTypeSpec::surface(COMPACTION_UNDO),
     EventTypeSpec::plain(SESSION_END_SEED),
     EventTypeSpec::ignorable(LLM_RETRY),
 ];
@@ -341,6 +344,20 @@ pub struct CompactionEnd {
 
 impl EventData for CompactionEnd {
     const KIND: &'static str = COMPACTION_END;
+}
+
+/// `compaction/undo{operation_id, replace_seq}`: a one-step undo of a maintenance
+/// action (CC-EXT-3). It carries `Restore{replace_seq}` and cites the undone node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompactionUndo {
+    /// The maintenance action undone (its journal `operationId`).
+    pub operation_id: String,
+    /// The replace node taken off the surface.
+    pub replace_seq: u64,
+}
+
+impl EventData for CompactionUndo {
+    const KIND: &'static str = COMPACTION_UNDO;
 }
 
 /// `session/end-seed{inherited}`: the first event a fork writes itself.

@@ -69,6 +69,9 @@ pub struct SessionLog {
     content_generation: u64,
     state: LogState,
     view_cache: Option<DerivedView>,
+    /// The nodes each replace node shadowed, by the replace node's seq, so a
+    /// `Restore` (CC-EXT-3) can put them back.
+    shadowed: HashMap<u64, Vec<LiveNode>>,
 }
 
 impl SessionLog {
@@ -83,6 +86,7 @@ impl SessionLog {
             content_generation: 0,
             state: LogState::default(),
             view_cache: None,
+            shadowed: HashMap::new(),
         }
     }
 
@@ -242,7 +246,58 @@ impl SessionLog {
             SurfaceOp::Replace { start_seq, end_seq } => {
                 self.check_replace(event, decoded, start_seq, end_seq)
             }
+            SurfaceOp::Restore { replace_seq } => self.check_restore(event, replace_seq),
         }
+    }
+
+    /// Whether the live node at `seq` is a replace node that a `Restore` could undo.
+    pub fn is_restorable(&self, seq: u64) -> bool {
+        self.position(seq).is_some() && self.shadowed.contains_key(&seq)
+    }
+
+    /// The seqs of the nodes the replace node `seq` shadowed, in surface order (empty
+    /// when `seq` is no replace node).
+    pub fn shadowed_by(&self, seq: u64) -> Vec<u64> {
+        self.shadowed
+            .get(&seq)
+            .map(|nodes| nodes.iter().map(|node| node.seq).collect())
+            .unwrap_or_default()
+    }
+
+    /// The derived messages the surface would hold after restoring each of
+    /// `replace_seqs` in order (CC-EXT-3: what an undo would send, priced before it is
+    /// appended); `None` when one is not a live replace node by its turn.
+    pub fn messages_after_restore(&self, replace_seqs: &[u64]) -> Option<Vec<DerivedMessage>> {
+        let mut surface: Vec<&LiveNode> = self.surface.iter().collect();
+        for seq in replace_seqs {
+            let position = surface.iter().position(|node| node.seq == *seq)?;
+            let nodes = self.shadowed.get(seq)?;
+            surface.splice(position..=position, nodes.iter());
+        }
+        Some(
+            surface
+                .into_iter()
+                .filter_map(|node| node.message.clone())
+                .collect(),
+        )
+    }
+
+    /// A `Restore{replace_seq}` undoes a live replace node and cites it.
+    fn check_restore(&self, event: &Event, replace_seq: u64) -> Result<(), String> {
+        if self.position(replace_seq).is_none() {
+            return Err(format!("restore target {replace_seq} is not a live node"));
+        }
+        if !self.shadowed.contains_key(&replace_seq) {
+            return Err(format!(
+                "restore target {replace_seq} is not a replace node"
+            ));
+        }
+        if !event.source_event_seqs().contains(&replace_seq) {
+            return Err(format!(
+                "source_event_seqs does not cite the restored replace seq {replace_seq}"
+            ));
+        }
+        Ok(())
     }
 
     fn position(&self, seq: u64) -> Option<usize> {
@@ -358,7 +413,24 @@ impl SessionLog {
                     if let (Some(start), Some(end)) =
                         (self.position(start_seq), self.position(end_seq))
                     {
-                        self.surface.splice(start..=end, [node]);
+                        let removed: Vec<LiveNode> =
+                            self.surface.splice(start..=end, [node]).collect();
+                        self.shadowed.insert(seq, removed);
+                    }
+                    self.replace_generation += 1;
+                    self.view = self
+                        .surface
+                        .iter()
+                        .filter_map(|node| node.message.clone())
+                        .collect();
+                }
+                SurfaceOp::Restore { replace_seq } => {
+                    // `prepare` proved the target live and a replace node.
+                    if let (Some(position), Some(nodes)) = (
+                        self.position(replace_seq),
+                        self.shadowed.remove(&replace_seq),
+                    ) {
+                        self.surface.splice(position..=position, nodes);
                     }
                     self.replace_generation += 1;
                     self.view = self

@@ -87,6 +87,21 @@ pub(crate) enum ContextCommand {
     Actions(ContextActionsArgs),
     /// What one action replaced: the shadowed events, the checkpoint, before/after input.
     Diff(ContextDiffArgs),
+    /// Undoes one compaction (appends a restore; only if the request stays under S).
+    Undo(ContextUndoArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ContextUndoArgs {
+    /// The session.
+    #[arg(long, value_name = "ID")]
+    pub(crate) session: String,
+    /// The operation id of the summary, prune or deep rest (see `ccare context actions`).
+    #[arg(long, value_name = "OPID")]
+    pub(crate) op: String,
+    /// Wait for another driver of the session instead of failing with SESSION_BUSY.
+    #[arg(long)]
+    pub(crate) wait: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,10 +1,12 @@
-//! `ccare context status|actions|diff`: a fresh context-care sample of a session, and
-//! its maintenance journal, for people.
+//! `ccare context status|actions|diff|undo`: a fresh context-care sample of a session,
+//! its maintenance journal, for people, and the one-step undo of a compaction.
 //!
-//! They read the stored log without opening the session (issue 15 item 7): no lease,
-//! no crash repair, nothing appended. So they work while another process drives the
-//! session (a running `ccare serve`, a `ccare run` mid-turn), reading what the store
-//! has, and never touch its live turn.
+//! `status`, `actions` and `diff` read the stored log without opening the session
+//! (issue 15 item 7): no lease, no crash repair, nothing appended. So they work while
+//! another process drives the session (a running `ccare serve`, a `ccare run`
+//! mid-turn), reading what the store has, and never touch its live turn. `undo`
+//! appends, so it drives the session like `run`: it takes the lease (exit 2
+//! `SESSION_BUSY` when another process holds it).
 
 use std::io::Write as _;
 
@@ -117,6 +119,50 @@ pub(crate) async fn diff(booted: &Booted, session: &str, op: &str) -> Result<(),
     }
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(out.as_bytes()).map_err(Failure::failed)?;
+    stdout.flush().map_err(Failure::failed)
+}
+
+/// Undoes compaction `op` of `session` (CC-EXT-3) under the session's lease: prints
+/// what it restored; exit 2 with the code and reason when refused.
+pub(crate) async fn undo(
+    booted: &Booted,
+    session: &str,
+    op: &str,
+    wait: bool,
+) -> Result<(), Failure> {
+    let Some(care) = &booted.care else {
+        return Err(Failure::bad_input(anyhow::anyhow!(
+            "context-care is not mounted: the {} profile turns it off ([plugins.context-care] enabled = false)",
+            booted.profile.id
+        )));
+    };
+    let agents = ccare_app::Agents::of(booted);
+    let handle = crate::drive::obtain(&agents, Some(session), wait).await?;
+    let outcome = care.undo(handle.session(), op).await;
+    let released = agents.stop(handle).await;
+    let outcome = match outcome {
+        Some(Ok(outcome)) => outcome,
+        Some(Err(error)) if error.is_refusal() => {
+            return Err(Failure::bad_input(anyhow::anyhow!(
+                "{}: {error}",
+                error.code()
+            )));
+        }
+        Some(Err(error)) => {
+            return Err(Failure::failed(anyhow::anyhow!(
+                "{}: {error}",
+                error.code()
+            )));
+        }
+        None => {
+            return Err(Failure::failed(anyhow::anyhow!(
+                "context-care was configured but not mounted"
+            )));
+        }
+    };
+    released?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{}", outcome.line()).map_err(Failure::failed)?;
     stdout.flush().map_err(Failure::failed)
 }
 

@@ -181,6 +181,11 @@ fn main() -> ExitCode {
                 let booted = boot(&settings, None)?;
                 context_cmd::diff(&booted, &args.session, &args.op).await
             }
+            Command::Context(cli::ContextCommand::Undo(args)) => {
+                let settings = load_settings(config, &home, &Overrides::default())?;
+                let booted = boot(&settings, None)?;
+                context_cmd::undo(&booted, &args.session, &args.op, args.wait).await
+            }
             Command::Watch(cli::WatchCommand::Replay(args)) => {
                 let settings = quiet_settings(config, &home)?;
                 watch_cmd::replay(&settings, &args.file, args.json)

@@ -7,7 +7,11 @@
 //! - `GET /context-care/prompts` ([`prompts`]): every prompt, notice and reading
 //!   plugins entered into the session, with its provenance, paged, located by `seq`;
 //! - `GET|PATCH /context-care/rules` ([`rules`]): the session's rule controls (RC-9)
-//!   and one change to them (RC-4).
+//!   and one change to them (RC-4);
+//! - `GET /context-care/actions/{op}` ([`detail`]): one action, what it replaced
+//!   beside the checkpoint text (CC-EXT-3);
+//! - `POST /context-care/actions/{op}/undo` ([`undo`]): undoes one compaction through
+//!   the session's driver (CC-EXT-3), the one route here that appends.
 //!
 //! All are authenticated (the server's fence and auth run before a handler) and read
 //! sessions with `Sessions::load`, which reads and audits without repairing: a read
@@ -16,9 +20,11 @@
 //! parsing they share ([`query`]), and the live sample ([`LiveSample`]).
 
 pub mod actions;
+pub mod detail;
 pub mod prompts;
 mod query;
 pub mod rules;
+pub mod undo;
 
 use std::sync::Arc;
 
@@ -81,11 +87,14 @@ pub(crate) fn register(
     care: Arc<Care>,
     sessions: Arc<Sessions>,
 ) -> Result<(), MountError> {
+    let driver = scope.session_driver();
     let management = Management { care, sessions };
     let path = |error: RoutePathError| MountError::Config(error.to_string());
     scope.route(actions::route(management.clone()).map_err(path)?)?;
     scope.route(prompts::route(management.clone()).map_err(path)?)?;
-    scope.route(rules::route(management).map_err(path)?)?;
+    scope.route(rules::route(management.clone()).map_err(path)?)?;
+    scope.route(detail::route(management.clone()).map_err(path)?)?;
+    scope.route(undo::route(management, driver).map_err(path)?)?;
     Ok(())
 }
 

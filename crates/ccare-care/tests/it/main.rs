@@ -28,3 +28,4 @@ mod summary_route;
 mod summary_side;
 mod tone;
 mod typed_events;
+mod undo;

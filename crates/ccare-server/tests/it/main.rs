@@ -13,3 +13,4 @@ mod rig;
 mod series;
 mod sessions;
 mod ui;
+mod undo;

@@ -401,6 +401,65 @@ async fn h_surf_1_replace_validation_and_view() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_surf_1_restore_undoes_a_replace_and_replays() {
+    let fixture = Fixture::new();
+    let sessions = fixture.sessions();
+    let session = sessions.create(None, JsonObject::new()).await.unwrap();
+    complete_turn(&session, 1);
+    let original: Vec<u64> = session
+        .derived_view()
+        .messages
+        .iter()
+        .map(|m| m.seq)
+        .collect();
+    let whole = user("summary")
+        .with_surface(SurfaceOp::Replace {
+            start_seq: 1,
+            end_seq: 5,
+        })
+        .with_sources(vec![1, 3, 5]);
+    session.append(whole).unwrap();
+    session.append(user("after")).unwrap();
+    let restore = |replace_seq: u64, sources: Vec<u64>| {
+        typed(&CompactionUndo {
+            operation_id: "op".into(),
+            replace_seq,
+        })
+        .with_surface(SurfaceOp::Restore { replace_seq })
+        .with_sources(sources)
+    };
+    let refused = |draft: EventDraft| session.append(draft).unwrap_err().to_string();
+    assert!(refused(restore(3, vec![3])).contains("restore target 3 is not a live node"));
+    assert!(refused(restore(9, vec![9])).contains("restore target 9 is not a replace node"));
+    assert!(refused(restore(8, vec![])).contains("does not cite the restored replace seq 8"));
+    assert_eq!(session.head(), 10, "refusals consume no seq");
+    session.with_log(|log| {
+        assert!(log.is_restorable(8));
+        assert_eq!(log.shadowed_by(8), [1, 3, 5]);
+    });
+    session.append(restore(8, vec![8])).unwrap();
+    let view = session.derived_view();
+    assert_eq!(view.replace_generation, 2);
+    let mut expected = original.clone();
+    expected.push(9);
+    assert_eq!(
+        view.messages.iter().map(|m| m.seq).collect::<Vec<_>>(),
+        expected
+    );
+    assert!(
+        refused(restore(8, vec![8])).contains("not a live node"),
+        "undone once"
+    );
+    session.flush().await.unwrap();
+    let loaded = sessions.load(session.id()).await.unwrap();
+    assert!(loaded.violations.is_empty(), "{:?}", loaded.violations);
+    assert_eq!(
+        loaded.log.live_seqs(),
+        session.with_log(|log| log.live_seqs())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h_val_2_vetoes_and_unregistered_types() {
     let fixture = Fixture::new();
     let sessions = fixture.sessions();

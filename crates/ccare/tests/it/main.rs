@@ -8,6 +8,7 @@ mod care;
 mod chat;
 mod cli;
 mod context_read;
+mod context_undo;
 mod external_tools;
 mod lease;
 mod run;
