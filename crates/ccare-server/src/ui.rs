@@ -92,6 +92,16 @@ pub(crate) const APP_ASSETS: &[Asset] = &[
         body: include_str!("../ui/chart.js"),
     },
     Asset {
+        name: "prompts.js",
+        content_type: JS,
+        body: include_str!("../ui/prompts.js"),
+    },
+    Asset {
+        name: "rules.js",
+        content_type: JS,
+        body: include_str!("../ui/rules.js"),
+    },
+    Asset {
         name: "texts.js",
         content_type: JS,
         body: include_str!("../ui/texts.js"),
@@ -276,6 +286,35 @@ mod tests {
             en, zh,
             "texts.js: the zh table has the en table's keys, in order"
         );
+    }
+
+    #[test]
+    fn ui_8_every_text_a_module_uses_is_in_the_table() {
+        // Each `texts.name` a module reads is a key of the en table (and so of zh).
+        let texts = find(APP_ASSETS, "texts.js").map(|asset| asset.body);
+        let texts = texts.unwrap_or_default();
+        let en = texts.split("const en = {").nth(1).unwrap_or_default();
+        let en = en.split("\n};").next().unwrap_or_default();
+        let mut used = Vec::new();
+        for asset in APP_ASSETS.iter().filter(|asset| asset.name != "texts.js") {
+            for piece in asset.body.split("texts.").skip(1) {
+                let name: String = piece
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                // `./texts.js` in an import is the module, not a text.
+                if !name.is_empty() && name != "js" {
+                    used.push((asset.name, name));
+                }
+            }
+        }
+        assert!(used.iter().any(|(_, name)| name == "changedElsewhere"));
+        for (module, name) in used {
+            assert!(
+                en.contains(&format!("\n  {name}:")),
+                "{module} uses texts.{name}, which texts.js does not define"
+            );
+        }
     }
 
     #[test]

@@ -139,3 +139,91 @@ export async function actionsOf(id, limit, offset) {
 export function eventsOf(id) {
   return new EventSource(`/api/sessions/${encodeURIComponent(id)}/events`);
 }
+
+/** GET /context-care/rules: a session's rule controls (UI-4), validated. */
+export async function rulesOf(id) {
+  const query = new URLSearchParams({ sessionId: id });
+  return validRules(await call("GET", `/context-care/rules?${query}`));
+}
+
+/** PATCH /context-care/rules: one change against `body.revision`; resolves to the snapshot after it, once durable. */
+export async function patchRules(id, body) {
+  const query = new URLSearchParams({ sessionId: id });
+  return validRules(await call("PATCH", `/context-care/rules?${query}`, body));
+}
+
+function validRules(snapshot) {
+  expectFields("rules", snapshot, ["sessionId", "revision", "sources"]);
+  if (!Array.isArray(snapshot.sources)) {
+    throw new ApiError("validation", "rules: sources must be a list");
+  }
+  for (const source of snapshot.sources) {
+    expectFields("rules source", source, ["sourceId", "readOnly", "rules"]);
+    if (!Array.isArray(source.rules)) {
+      throw new ApiError("validation", "rules source: rules must be a list");
+    }
+    for (const rule of source.rules) {
+      expectFields("rule", rule, ["id", "paused", "actions"]);
+      if (!Array.isArray(rule.actions)) {
+        throw new ApiError("validation", "rule: actions must be a list");
+      }
+      for (const action of rule.actions) {
+        expectFields("rule action", action, ["id", "defaultEnabled", "available", "requires", "selected", "enabled", "reason"]);
+      }
+    }
+  }
+  return snapshot;
+}
+
+/** GET /context-care/prompts: one page of a session's prompts with their provenance (UI-3); `seq` selects the page holding it. */
+export async function promptsOf(id, limit, { offset = 0, seq = null } = {}) {
+  const query = new URLSearchParams({ sessionId: id, limit: String(limit) });
+  if (seq !== null) {
+    query.set("seq", String(seq));
+  } else {
+    query.set("offset", String(offset));
+  }
+  const page = await call("GET", `/context-care/prompts?${query}`);
+  expectFields("prompts", page, ["prompts", "total", "offset", "nextOffset", "selectedFound"]);
+  if (!Array.isArray(page.prompts)) {
+    throw new ApiError("validation", "prompts: prompts must be a list");
+  }
+  for (const entry of page.prompts) {
+    expectFields("prompt", entry, ["seq", "at", "placement", "live", "kind", "body", "rules"]);
+  }
+  return page;
+}
+
+/** POST /api/sessions/{id}/fork at `atSeq`: the new session's summary. */
+export async function forkSession(id, atSeq) {
+  return expectFields("forked session", await call("POST", `/api/sessions/${encodeURIComponent(id)}/fork`, { atSeq }), ["id"]);
+}
+
+/** GET /api/sessions/{id}/export: the session's JSONL as a Blob (cookie auth). */
+export async function exportSession(id) {
+  let response;
+  try {
+    response = await fetch(`/api/sessions/${encodeURIComponent(id)}/export`, { credentials: "same-origin" });
+  } catch (failure) {
+    throw new ApiError("fetch", `the server could not be reached (${failure.message})`);
+  }
+  if (!response.ok) {
+    let json = null;
+    try {
+      json = JSON.parse(await response.text());
+    } catch {
+      json = null;
+    }
+    if (response.status === 401) {
+      window.location.assign("/login");
+    }
+    const code = json && typeof json.error === "string" ? json.error : null;
+    const message = json && typeof json.message === "string" ? json.message : response.statusText;
+    throw new ApiError("http", message, response.status, code);
+  }
+  try {
+    return await response.blob();
+  } catch (failure) {
+    throw new ApiError("body", `reading the export failed (${failure.message})`, response.status);
+  }
+}

@@ -4,11 +4,13 @@
 // UI-7 chart (refreshed when a turn goes idle), and the language switch. The open
 // session is kept in the URL (#/s/<id>), so a reload comes back to it.
 
-import { cancelTurn, createSession, listSessions, sendMessage, eventsOf } from "./api.js";
+import { cancelTurn, createSession, eventsOf, exportSession, forkSession, listSessions, sendMessage } from "./api.js";
 import { Conversation, el } from "./chat.js";
 import { Chart } from "./chart.js";
 import { Indicator } from "./indicator.js";
 import { Panel } from "./panel.js";
+import { Prompts } from "./prompts.js";
+import { Rules } from "./rules.js";
 import { applyStatic, locale, switchLocale, texts } from "./texts.js";
 
 const dom = {
@@ -30,7 +32,18 @@ const dom = {
   actionsPrev: document.getElementById("actions-prev"),
   actionsNext: document.getElementById("actions-next"),
   locale: document.getElementById("locale"),
+  exportButton: document.getElementById("export"),
+  chatStatus: document.getElementById("chat-status"),
+  panelTitle: document.getElementById("panel-title"),
+  tabs: [...document.querySelectorAll("#panel .tab")],
+  promptsPrev: document.getElementById("prompts-prev"),
+  promptsNext: document.getElementById("prompts-next"),
+  promptsSeek: document.getElementById("prompts-seek"),
+  promptsSeq: document.getElementById("prompts-seq"),
 };
+
+/** The panel's tab shown: budget, prompts or rules. */
+let view = "budget";
 
 /** The open session: {id, source, conversation, indicator, panel, chart, state}. */
 let open = null;
@@ -91,6 +104,8 @@ function closeSession() {
     open.indicator.close();
     open.panel.close();
     open.chart.close();
+    open.prompts.close();
+    open.rules.close();
     open = null;
   }
 }
@@ -104,9 +119,13 @@ function openSession(id) {
   dom.conversation.replaceChildren();
   showError(dom.chatError, null);
   dom.composer.hidden = false;
+  dom.exportButton.hidden = false;
+  showStatus(null);
   const indicator = new Indicator(id);
   const panel = new Panel(id);
   const chart = new Chart(id);
+  const prompts = new Prompts(id);
+  const rules = new Rules(id);
   dom.panel.hidden = false;
   const conversation = new Conversation(dom.conversation, {
     boundary: () => indicator.refresh(),
@@ -115,10 +134,18 @@ function openSession(id) {
       refreshSessions();
       panel.refresh();
       chart.refresh();
+      if (view === "prompts") {
+        prompts.refresh();
+      }
     },
+    details: (seq) => {
+      showView("prompts", false);
+      prompts.showSeq(seq);
+    },
+    fork,
   });
   const source = eventsOf(id);
-  open = { id, source, conversation, indicator, panel, chart, state: "idle" };
+  open = { id, source, conversation, indicator, panel, chart, prompts, rules, state: "idle" };
   setState("idle");
   const listen = (type) =>
     source.addEventListener(type, (event) => {
@@ -155,8 +182,74 @@ function openSession(id) {
   indicator.refresh();
   panel.refresh();
   chart.refresh();
+  showView(view);
   refreshSessions();
   dom.input.focus();
+}
+
+/** A one-line note under the chat's head (fork and export results); null hides it. */
+function showStatus(text) {
+  dom.chatStatus.textContent = text || "";
+  dom.chatStatus.hidden = !text;
+}
+
+/** Forks the open session after `seq` and opens the new one. */
+async function fork(seq) {
+  if (!open) {
+    return;
+  }
+  const from = open.id;
+  try {
+    const session = await forkSession(from, seq);
+    openSession(session.id);
+    showStatus(texts.forked(from, seq));
+  } catch (failure) {
+    showError(dom.chatError, failure);
+  }
+}
+
+/** Downloads the open session's JSONL through a Blob (the cookie authenticates the fetch). */
+async function exportOpen() {
+  if (!open) {
+    return;
+  }
+  const id = open.id;
+  try {
+    const blob = await exportSession(id);
+    const url = URL.createObjectURL(blob);
+    const link = document.createElement("a");
+    link.href = url;
+    link.download = `${id}.jsonl`;
+    document.body.append(link);
+    link.click();
+    link.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+    showError(dom.chatError, null);
+    showStatus(texts.exported(`${id}.jsonl`, blob.size));
+  } catch (failure) {
+    showError(dom.chatError, failure);
+  }
+}
+
+/** Shows the panel tab `name` (budget, prompts or rules); `load`: refresh what it shows. */
+function showView(name, load = true) {
+  view = name;
+  for (const tab of dom.tabs) {
+    const selected = tab.dataset.view === name;
+    tab.setAttribute("aria-selected", String(selected));
+    tab.tabIndex = selected ? 0 : -1;
+    document.getElementById(`view-${tab.dataset.view}`).hidden = !selected;
+    if (selected) {
+      dom.panelTitle.textContent = tab.textContent;
+    }
+  }
+  if (!open) {
+    return;
+  }
+  open.rules.setShown(name === "rules");
+  if (name === "prompts" && load) {
+    open.prompts.refresh();
+  }
 }
 
 async function send() {
@@ -234,11 +327,43 @@ dom.panelToggle.addEventListener("click", () => {
 });
 
 dom.panelRefresh.addEventListener("click", () => {
-  if (open) {
+  if (!open) {
+    return;
+  }
+  if (view === "prompts") {
+    open.prompts.refresh();
+  } else if (view === "rules") {
+    open.rules.refresh();
+  } else {
     open.panel.refresh();
     open.chart.refresh();
   }
 });
+
+for (const tab of dom.tabs) {
+  tab.addEventListener("click", () => showView(tab.dataset.view));
+  // Arrow keys move between the tabs (the ARIA tabs pattern).
+  tab.addEventListener("keydown", (event) => {
+    const step = { ArrowRight: 1, ArrowLeft: -1 }[event.key];
+    if (!step) {
+      return;
+    }
+    const index = (dom.tabs.indexOf(tab) + step + dom.tabs.length) % dom.tabs.length;
+    dom.tabs[index].focus();
+    showView(dom.tabs[index].dataset.view);
+  });
+}
+
+dom.promptsPrev.addEventListener("click", () => open && open.prompts.page(-1));
+dom.promptsNext.addEventListener("click", () => open && open.prompts.page(1));
+dom.promptsSeek.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const seq = Number.parseInt(dom.promptsSeq.value, 10);
+  if (open && Number.isInteger(seq) && seq >= 0) {
+    open.prompts.showSeq(seq);
+  }
+});
+dom.exportButton.addEventListener("click", exportOpen);
 
 dom.actionsPrev.addEventListener("click", () => open && open.panel.page(-1));
 dom.actionsNext.addEventListener("click", () => open && open.panel.page(1));

@@ -83,9 +83,11 @@ export function stopNote(reason) {
 export class Conversation {
   /**
    * @param {HTMLOListElement} list where the messages go
-   * @param {{boundary: () => void, state: (state: string) => void, idle?: () => void}} on what
-   *   to call at a request boundary, when the session's state changes, and when the stream
-   *   says the session went idle (live only)
+   * @param {{boundary: () => void, state: (state: string) => void, idle?: () => void,
+   *   details?: (seq: number) => void, fork?: (seq: number) => void}} on what to call at a
+   *   request boundary, when the session's state changes, when the stream says the
+   *   session went idle (live only), when a notice's *details* is clicked and when
+   *   *fork here* is
    */
   constructor(list, on) {
     this.list = list;
@@ -148,7 +150,7 @@ export class Conversation {
         this.on.state("running");
         break;
       case "turn/end":
-        this.turnEnd(body);
+        this.turnEnd(body, data.seq);
         // The stream marks idle only live: a replayed session's last turn ended here.
         this.on.state("idle");
         this.on.boundary();
@@ -169,15 +171,40 @@ export class Conversation {
       item = el("li", "row checkpoint");
       const details = el("details");
       details.append(el("summary", "", texts.checkpoint), el("pre", "text", text));
-      item.append(details);
+      item.append(details, this.detailsLink(seq));
     } else {
       item = el("li", "row notice");
       const details = el("details");
       details.append(el("summary", "", texts.notice(source.plugin || source.kind)), el("pre", "text", text));
-      item.append(details);
+      item.append(details, this.detailsLink(seq));
     }
     item.dataset.seq = String(seq);
     this.append(item);
+  }
+
+  /** A notice's *details* link: opens the prompts tab at the page holding `seq` (UI-3). */
+  detailsLink(seq) {
+    const link = el("button", "link notice-details", texts.noticeDetails);
+    link.type = "button";
+    link.addEventListener("click", () => {
+      if (this.on.details) {
+        this.on.details(seq);
+      }
+    });
+    return link;
+  }
+
+  /** A *fork here* button: a new session holding everything up to `seq` (a turn's end). */
+  forkButton(seq) {
+    const button = el("button", "link fork", texts.forkHere);
+    button.type = "button";
+    button.dataset.seq = String(seq);
+    button.addEventListener("click", () => {
+      if (this.on.fork) {
+        this.on.fork(seq);
+      }
+    });
+    return button;
   }
 
   /** The live item of a model call, created when its first chunk arrives. */
@@ -310,24 +337,32 @@ export class Conversation {
     }
   }
 
-  turnEnd(body) {
+  turnEnd(body, seq) {
     for (const callId of [...this.live.keys()]) {
       this.dropLive(callId);
+    }
+    const item = this.lastAssistant.get(body.turn);
+    // A fork keeps whole turns (the engine refuses a boundary inside one): the turn's
+    // last answer offers a fork at its end.
+    if (item && typeof seq === "number") {
+      item.append(this.forkButton(seq));
     }
     const note = stopNote(body.reason);
     if (note === null) {
       return;
     }
-    const item = this.lastAssistant.get(body.turn);
     if (item) {
       item.classList.add("stopped");
       for (const old of item.querySelectorAll(".stop")) {
         old.remove();
       }
-      item.append(el("div", "stop", note));
+      item.insertBefore(el("div", "stop", note), item.querySelector(".fork"));
     } else {
       const row = el("li", "row stop-row");
       row.append(el("div", "stop", note));
+      if (typeof seq === "number") {
+        row.append(this.forkButton(seq));
+      }
       this.append(row);
     }
   }

@@ -1,4 +1,4 @@
-//! The web UI (issue 16; watch-rules-ui.md UI-1, UI-2, UI-5, UI-7, item 8 zh/en): the
+//! The web UI (issue 16; watch-rules-ui.md UI-1..UI-5, UI-7, KD-2, items 1 and 8): the
 //! pages and assets over plain HTTP, then scenarios in a real headless chromium driven
 //! through chromedriver (`fantoccini`) against the rig's real server.
 //!
@@ -629,6 +629,452 @@ async fn ui_2_ui_7_ui_8_the_panel_matches_the_context_the_chart_has_one_marker_p
         format!("{} 个令牌", tokens(input).trim_end_matches(" tokens"))
     );
     screenshot(&client, "ui_8_zh.png").await;
+    client.close().await.unwrap();
+    drop(driver);
+}
+
+/// A browser at `/` logged in, in English, with session `id` open.
+async fn open_in_english(client: &Client, rig: &Rig, id: &str) {
+    client.goto(&rig.url("/login")).await.unwrap();
+    client
+        .execute("window.localStorage.setItem('ccare.locale', 'en')", vec![])
+        .await
+        .unwrap();
+    log_in(client, rig).await;
+    client.goto(&rig.url(&format!("/#/s/{id}"))).await.unwrap();
+    eventually("the session to open", || async {
+        let title = text_of(client, "#session-title").await?;
+        (title == id).then_some(())
+    })
+    .await;
+}
+
+/// Clicks the element matching `css`.
+async fn click(client: &Client, css: &str) {
+    client
+        .find(Locator::Css(css))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+}
+
+/// Waits until the element matching `css` reads `expected`.
+async fn until_text(client: &Client, css: &str, expected: &str) {
+    let what = format!("{css} to read {expected:?}");
+    let shown = eventually(&what, || async {
+        let text = text_of(client, css).await?;
+        (text == expected).then_some(text)
+    })
+    .await;
+    assert_eq!(shown, expected);
+}
+
+/// The stream watch's `abort` of a repeated line in a rules snapshot.
+fn line_repeat_abort(snapshot: &Value) -> &Value {
+    snapshot["sources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|source| source["sourceId"] == "stream-watch")
+        .and_then(|source| {
+            source["rules"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|rule| rule["id"] == "stream-line-repeat")
+        })
+        .and_then(|rule| {
+            rule["actions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|action| action["id"] == "abort")
+        })
+        .unwrap_or_else(|| panic!("no stream-line-repeat.abort in {snapshot}"))
+}
+
+/// The rule row of the stream watch's repeated-line rule.
+const LINE_REPEAT: &str = "li.rule[data-rule=\"stream-watch/stream-line-repeat\"]";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ui_4_a_rule_toggle_is_saved_after_the_ack_survives_a_reload_and_a_concurrent_change_shows_409()
+ {
+    let Some((chromium, chromedriver)) = browser_programs() else {
+        return;
+    };
+    let rig = Rig::start().await;
+    let id = create_session(&rig).await;
+    let path = format!("/context-care/rules?sessionId={id}");
+    let driver = start_driver(&chromedriver).await;
+    let client = browser(&driver, &chromium).await;
+    open_in_english(&client, &rig, &id).await;
+
+    click(&client, "#tab-rules").await;
+    until_text(&client, "#panel-title", "Session rules").await;
+    let abort = format!("{LINE_REPEAT} li.rule-action[data-action=\"abort\"] input");
+    let checkbox = client
+        .wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(&abort))
+        .await
+        .unwrap();
+    assert!(
+        checkbox.is_selected().await.unwrap(),
+        "abort is on by default"
+    );
+    assert_eq!(
+        text_of(
+            &client,
+            &format!("{LINE_REPEAT} li.rule-action[data-action=\"abort\"] .action-reason")
+        )
+        .await
+        .as_deref(),
+        Some("enabled")
+    );
+    // Search: a needle no rule has empties the list; the rule's id finds it again.
+    let search = client.find(Locator::Id("rules-search")).await.unwrap();
+    search.send_keys("no-such-rule-anywhere").await.unwrap();
+    until_text(&client, "#rules .empty", "No rule matches the search").await;
+    search.clear().await.unwrap();
+    search.send_keys("line-repeat").await.unwrap();
+    let rows = eventually("the searched rule", || async {
+        let rows = count_of(&client, "#rules li.rule").await;
+        (rows > 0 && count_of(&client, LINE_REPEAT).await == 1).then_some(rows)
+    })
+    .await;
+    assert_eq!(
+        rows,
+        count_of(&client, "#rules li.rule[data-rule*=\"line-repeat\"]").await
+    );
+
+    // The toggle: "Saved" once the PATCH answered, and the store has it.
+    click(&client, &abort).await;
+    until_text(&client, "#rules-status", "Saved").await;
+    let after: Value = rig.get_json(&path).await;
+    assert_eq!(after["revision"], 1);
+    assert_eq!(line_repeat_abort(&after)["selected"], false);
+    assert!(
+        text_of(&client, "#rules-error")
+            .await
+            .unwrap_or_default()
+            .is_empty()
+    );
+
+    // A reload shows it off.
+    client.refresh().await.unwrap();
+    click(&client, "#tab-rules").await;
+    let checkbox = client
+        .wait()
+        .at_most(Duration::from_secs(20))
+        .for_element(Locator::Css(&abort))
+        .await
+        .unwrap();
+    assert!(
+        !checkbox.is_selected().await.unwrap(),
+        "the toggle survived the reload"
+    );
+    until_text(&client, "#rules-meta", "revision 1").await;
+    screenshot(&client, "ui_4_rules_saved.png").await;
+
+    // A concurrent change: the page is hidden (its polling pauses), the rule is paused
+    // from elsewhere against revision 1, and the page, still at revision 1, toggles.
+    client
+        .execute(
+            "Object.defineProperty(document, 'hidden', {value: true, configurable: true})",
+            vec![],
+        )
+        .await
+        .unwrap();
+    let paused = rig
+        .patch_json(
+            &path,
+            &json!({"revision": 1, "sourceId": "stream-watch",
+                    "ruleId": "stream-line-repeat", "paused": true}),
+        )
+        .await;
+    assert_eq!(paused.status().as_u16(), 200);
+    // Longer than one poll: a hidden page does not reload.
+    tokio::time::sleep(Duration::from_millis(5600)).await;
+    assert_eq!(
+        text_of(&client, "#rules-meta").await.as_deref(),
+        Some("revision 1")
+    );
+    click(&client, &abort).await;
+    until_text(&client, "#rules-error", "Changed elsewhere, reloaded").await;
+    until_text(&client, "#rules-meta", "revision 2").await;
+    until_text(&client, &format!("{LINE_REPEAT} .rule-state"), "paused").await;
+    let checkbox = client.find(Locator::Css(&abort)).await.unwrap();
+    assert!(
+        !checkbox.is_selected().await.unwrap(),
+        "the reloaded snapshot: still off"
+    );
+    let reread: Value = rig.get_json(&path).await;
+    assert_eq!(reread["revision"], 2, "the stale toggle changed nothing");
+    assert_eq!(line_repeat_abort(&reread)["selected"], false);
+    screenshot(&client, "ui_4_rules_409.png").await;
+
+    // Visible again: a poll reloads, and the save error stays until a save succeeds.
+    client
+        .execute(
+            "Object.defineProperty(document, 'hidden', {value: false, configurable: true}); document.dispatchEvent(new Event('visibilitychange'))",
+            vec![],
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(5600)).await;
+    assert_eq!(
+        text_of(&client, "#rules-error").await.as_deref(),
+        Some("Changed elsewhere, reloaded")
+    );
+    click(&client, &format!("{LINE_REPEAT} .rule-reset")).await;
+    until_text(&client, "#rules-status", "Saved").await;
+    assert!(
+        text_of(&client, "#rules-error")
+            .await
+            .unwrap_or_default()
+            .is_empty()
+    );
+    let reset: Value = rig.get_json(&path).await;
+    assert_eq!(reset["revision"], 3);
+    assert_eq!(line_repeat_abort(&reset)["selected"], true);
+    until_text(&client, &format!("{LINE_REPEAT} .rule-state"), "active").await;
+    client.close().await.unwrap();
+    drop(driver);
+}
+
+/// A looping answer: one line 1000 times, in small deltas (as `management.rs` scripts it).
+fn looping() -> Script {
+    let text = "same line again\n".repeat(1000);
+    let chars: Vec<char> = text.chars().collect();
+    let mut script = Script::new();
+    for chunk in chars.chunks(4) {
+        script = script.text(chunk.iter().collect::<String>());
+    }
+    script.finish("stop")
+}
+
+/// The length of `GET …/export` in bytes and the events it holds.
+async fn exported(rig: &Rig, id: &str) -> (usize, Vec<Value>) {
+    let response = rig.get(&format!("/api/sessions/{id}/export")).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let text = response.text().await.unwrap();
+    let events = text
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        // The first line is the session's header; the events carry a seq.
+        .filter(|line| line.get("seq").is_some())
+        .collect();
+    (text.len(), events)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn kd_2_ui_3_a_loop_is_stopped_by_stream_watch_its_notice_is_located_and_the_session_forks_and_exports()
+ {
+    let Some((chromium, chromedriver)) = browser_programs() else {
+        return;
+    };
+    let rig = Rig::start().await;
+    rig.fake.push(looping());
+    rig.fake.respond_with(|_| Reply::text("Back on track."));
+    let id = create_session(&rig).await;
+    let driver = start_driver(&chromedriver).await;
+    let client = browser(&driver, &chromium).await;
+    open_in_english(&client, &rig, &id).await;
+
+    // KD-2: the looping answer is cut, and the chat says the stream watch stopped it.
+    let input = client.find(Locator::Id("input")).await.unwrap();
+    input.send_keys("Write it").await.unwrap();
+    click(&client, "#send").await;
+    let stop = eventually("the stop note", || {
+        text_of(&client, ".message.assistant.stopped .stop")
+    })
+    .await;
+    let (_, events) = exported(&rig, &id).await;
+    let end = events
+        .iter()
+        .find(|event| event["type"] == "turn/end" && event["data"]["reason"]["kind"] == "aborted")
+        .unwrap_or_else(|| panic!("no aborted turn in {events:?}"));
+    let cause = &end["data"]["reason"]["cause"];
+    assert_eq!(cause["plugin"], "stream-watch", "{end}");
+    assert_eq!(
+        stop,
+        format!(
+            "stopped by stream watch: {}",
+            cause["reason"].as_str().unwrap()
+        )
+    );
+    let cut = text_of(&client, ".message.assistant.stopped .text")
+        .await
+        .unwrap();
+    assert!(cut.starts_with("same line again"), "{cut}");
+    eventually("the session to go idle", || async {
+        let state = text_of(&client, "#session-state").await?;
+        (state == "idle" && rig.fake.remaining() == 0).then_some(())
+    })
+    .await;
+    screenshot(&client, "kd_2_stopped_by_stream_watch.png").await;
+
+    // UI-3: the stream watch's notice in the prompts tab, with its source and exact body.
+    let page: Value = rig
+        .get_json(&format!("/context-care/prompts?sessionId={id}&limit=20"))
+        .await;
+    let notice = page["prompts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry["publisher"] == "stream-watch" && entry["placement"] == "surface")
+        .unwrap_or_else(|| panic!("no stream-watch notice in {page}"))
+        .clone();
+    let seq = notice["seq"].as_u64().unwrap();
+    click(&client, "#tab-prompts").await;
+    until_text(&client, "#panel-title", "Prompts").await;
+    let row = format!("#prompts li.prompt[data-seq=\"{seq}\"]");
+    until_text(&client, &format!("{row} .prompt-publisher"), "stream-watch").await;
+    assert_eq!(
+        text_of(&client, &format!("{row} .prompt-kind"))
+            .await
+            .as_deref(),
+        notice["kind"].as_str()
+    );
+    assert_eq!(
+        text_of(&client, &format!("{row} .prompt-label"))
+            .await
+            .as_deref(),
+        Some(
+            notice["label"]
+                .as_str()
+                .unwrap_or(notice["kind"].as_str().unwrap())
+        )
+    );
+    assert_eq!(
+        text_of(&client, &format!("{row} .prompt-trigger"))
+            .await
+            .as_deref(),
+        Some(notice["trigger"].as_str().unwrap_or("–"))
+    );
+    let body: String = client
+        .execute(
+            &format!("return document.querySelector('{row} .prompt-body').textContent"),
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(body, notice["body"].as_str().unwrap(), "the exact body");
+    assert_eq!(
+        text_of(&client, "#prompts-range").await,
+        Some(format!(
+            "1–{} of {}",
+            page["prompts"].as_array().unwrap().len(),
+            page["total"]
+        ))
+    );
+
+    // Locate: the chat scrolls to that exact message (not a neighbour) and marks it.
+    client
+        .execute(
+            "document.getElementById('conversation').scrollTop = 0",
+            vec![],
+        )
+        .await
+        .unwrap();
+    click(&client, &format!("{row} .prompt-locate")).await;
+    until_text(
+        &client,
+        "#prompts-status",
+        &format!("Shown in the chat: seq {seq}"),
+    )
+    .await;
+    let located: Value = client
+        .execute(
+            "const nodes = [...document.querySelectorAll('#conversation .located')];
+             const list = document.getElementById('conversation').getBoundingClientRect();
+             return nodes.map((node) => {
+               const box = node.getBoundingClientRect();
+               return [node.dataset.seq, box.bottom > list.top && box.top < list.bottom];
+             });",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(located, json!([[seq.to_string(), true]]));
+    screenshot(&client, "ui_3_prompt_located.png").await;
+
+    // The notice's *details* link opens the prompts tab at the page holding it.
+    click(&client, "#tab-budget").await;
+    click(
+        &client,
+        &format!("#conversation > [data-seq=\"{seq}\"] .notice-details"),
+    )
+    .await;
+    until_text(&client, "#panel-title", "Prompts").await;
+    let selected = eventually("the selected entry", || async {
+        let element = client
+            .find(Locator::Css("#prompts li.prompt.selected"))
+            .await
+            .ok()?;
+        element.attr("data-seq").await.ok()?
+    })
+    .await;
+    assert_eq!(selected, seq.to_string());
+
+    // Export: the JSONL downloads through a Blob, as many bytes as the API sends.
+    click(&client, "#export").await;
+    let (bytes, events) = exported(&rig, &id).await;
+    until_text(
+        &client,
+        "#chat-status",
+        &format!("Exported {id}.jsonl ({bytes} bytes)"),
+    )
+    .await;
+
+    // Fork here: at the end of the first turn; the new session opens with that history.
+    let first_end = events
+        .iter()
+        .find(|event| event["type"] == "turn/end")
+        .unwrap()["seq"]
+        .as_u64()
+        .unwrap();
+    click(&client, &format!(".fork[data-seq=\"{first_end}\"]")).await;
+    let forked = eventually("the fork to open", || async {
+        let fragment = client.current_url().await.ok()?.fragment()?.to_owned();
+        let forked = fragment.strip_prefix("/s/")?.to_owned();
+        (forked != id).then_some(forked)
+    })
+    .await;
+    until_text(
+        &client,
+        "#chat-status",
+        &format!("Forked from {id} after seq {first_end}"),
+    )
+    .await;
+    let summary: Value = rig.get_json(&format!("/api/sessions/{forked}")).await;
+    assert_eq!(summary["parent"], id.as_str(), "{summary}");
+    let (_, seeded) = exported(&rig, &forked).await;
+    // The fork holds the source's events 0..=seq, then its `session/end-seed`.
+    let inherited = usize::try_from(first_end + 1).unwrap();
+    let kinds = |events: &[Value]| -> Vec<(Value, Value)> {
+        events
+            .iter()
+            .map(|event| (event["seq"].clone(), event["type"].clone()))
+            .collect()
+    };
+    assert_eq!(
+        kinds(&seeded[..inherited]),
+        kinds(&events[..inherited]),
+        "{seeded:?}"
+    );
+    assert_eq!(seeded[inherited]["type"], "session/end-seed", "{seeded:?}");
+    eventually("the forked chat to show the cut answer", || async {
+        let text = text_of(&client, ".message.assistant .text").await?;
+        text.starts_with("same line again").then_some(())
+    })
+    .await;
+    screenshot(&client, "ui_fork_and_export.png").await;
     client.close().await.unwrap();
     drop(driver);
 }
