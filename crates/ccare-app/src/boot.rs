@@ -43,6 +43,8 @@ pub struct Booted {
     /// `[host] actor_idle_ms`: how long an unused session actor of
     /// [`crate::Agents`] keeps running before it stops (ACT-1).
     pub actor_idle_ms: u64,
+    /// `[gateway]`: the model aliases the OpenAI-compatible gateway accepts.
+    pub gateway: crate::config::GatewaySettings,
 }
 
 impl std::fmt::Debug for Booted {
@@ -148,6 +150,7 @@ pub fn boot(
         instructions,
         lease_ms: settings.host.lease_ms,
         actor_idle_ms: settings.host.actor_idle_ms,
+        gateway: settings.gateway.clone(),
     })
 }
 

@@ -5,7 +5,7 @@
 //! - [`config::load`] finds `ccare.toml` (`--config`, `$CCARE_CONFIG`, `./ccare.toml`,
 //!   `$CCARE_HOME/ccare.toml`), reads it strictly and resolves [`config::Settings`]:
 //!   host scope (`[providers]`, `[models]`, `[host]`, `[store]`, `[loop]`,
-//!   `[validators]`, `[http]`, `[gateway]` reserved) and every profile
+//!   `[validators]`, `[http]`, `[gateway]`) and every profile
 //!   (`[agent]` + `[plugins.*]` as the default one, `[profiles.<id>]` over them),
 //!   looked up agent → profile → host (H-CFG-4). With no providers configured the
 //!   environment chooses one, else the scripted demo provider (with a notice).

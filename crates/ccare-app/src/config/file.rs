@@ -42,12 +42,24 @@ pub(crate) struct ConfigFile {
     /// `[http]`.
     #[serde(default)]
     pub(crate) http: HttpTable,
-    /// `[gateway]`: reserved; read as a raw table so any key gets its own message.
+    /// `[gateway]`: the OpenAI-compatible gateway (server.md GW-1).
     #[serde(default)]
-    pub(crate) gateway: toml::Table,
+    pub(crate) gateway: GatewayTable,
     /// `[profiles.<id>]`.
     #[serde(default)]
     pub(crate) profiles: BTreeMap<String, ProfileTable>,
+}
+
+/// `[gateway]`.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GatewayTable {
+    /// Bare model names a client may ask for → `"<provider>/<model>"` routes.
+    #[serde(default)]
+    pub(crate) models: BTreeMap<String, String>,
+    /// Whether the client's `Authorization` key is forwarded upstream.
+    #[serde(default)]
+    pub(crate) pass_through_keys: Option<bool>,
 }
 
 /// `[agent]` and `[profiles.<id>.agent]`.

@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 
 pub use settings::{
     BuiltinTool, DEFAULT_ACTOR_IDLE_MS, DEFAULT_HTTP_ADDR, DEFAULT_LEASE_MS, DEFAULT_PROFILE,
-    HostSettings, HttpSettings, LoopLimits, MIN_LEASE_MS, PluginMount, Profile, Settings,
-    StoreKind, StoreSettings,
+    GatewaySettings, HostSettings, HttpSettings, LoopLimits, MIN_LEASE_MS, PluginMount, Profile,
+    Settings, StoreKind, StoreSettings,
 };
 
 use crate::error::AppError;

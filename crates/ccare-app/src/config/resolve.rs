@@ -12,11 +12,13 @@ use ccare_session::LoadPolicy;
 use ccare_store::{Durability, SqliteConfig};
 
 use crate::config::Overrides;
-use crate::config::file::{AgentTable, ConfigFile, HttpTable, ProfileTable, StoreTable};
-use crate::config::plugins::{self, shown};
+use crate::config::file::{
+    AgentTable, ConfigFile, GatewayTable, HttpTable, ProfileTable, StoreTable,
+};
+use crate::config::plugins;
 use crate::config::settings::{
     BuiltinTool, DEFAULT_ACTOR_IDLE_MS, DEFAULT_HTTP_ADDR, DEFAULT_LEASE_MS, DEFAULT_PROFILE,
-    HostSettings, HttpSettings, Profile, Settings, StoreKind, StoreSettings,
+    GatewaySettings, HostSettings, HttpSettings, Profile, Settings, StoreKind, StoreSettings,
 };
 use crate::config::values;
 use crate::home::Home;
@@ -88,12 +90,7 @@ pub(crate) fn resolve(
         deny: file.validators.deny.unwrap_or_default(),
     };
     let http = http_settings(&file.http)?;
-    if let Some((key, value)) = file.gateway.iter().next() {
-        return Err(format!(
-            "gateway.{key}: the [gateway] table is reserved for the OpenAI-compatible gateway of a later version and takes no keys yet, found {key} = {}",
-            shown(value)
-        ));
-    }
+    let gateway = gateway_settings(&file.gateway, &llm)?;
     let defaults = ProfileInputs {
         model_flag: model_flag.as_deref(),
         fallback_model: fallback_model.as_deref(),
@@ -128,7 +125,41 @@ pub(crate) fn resolve(
         loop_limits: file.loop_table,
         validators,
         http,
+        gateway,
         profiles,
+    })
+}
+
+/// `[gateway]`: each alias names a route of a configured provider; forwarding client
+/// keys upstream is refused (not supported: the gateway always uses the configured
+/// provider keys and requires the server token).
+fn gateway_settings(table: &GatewayTable, llm: &LlmConfig) -> Result<GatewaySettings, String> {
+    if table.pass_through_keys == Some(true) {
+        return Err("gateway.pass_through_keys: forwarding the client's API key upstream is not supported yet; remove the key or set it to false, and give the gateway's clients the server token as their API key".to_owned());
+    }
+    for (alias, route) in &table.models {
+        if alias.trim().is_empty() || alias.contains('/') {
+            return Err(format!(
+                "gateway.models: an alias is a bare model name (no \"/\", not empty), found {alias:?}"
+            ));
+        }
+        match route.split_once('/') {
+            Some((provider, model))
+                if !model.is_empty() && llm.providers.contains_key(provider) => {}
+            Some((provider, model)) if !model.is_empty() => {
+                return Err(format!(
+                    "gateway.models.{alias}: no provider named {provider:?} is configured (in {route:?})"
+                ));
+            }
+            _ => {
+                return Err(format!(
+                    "gateway.models.{alias}: expected \"<provider>/<model>\", found {route:?}"
+                ));
+            }
+        }
+    }
+    Ok(GatewaySettings {
+        models: table.models.clone(),
     })
 }
 

@@ -50,6 +50,8 @@ pub struct Settings {
     pub validators: LoadPolicy,
     /// `[http]`.
     pub http: HttpSettings,
+    /// `[gateway]`.
+    pub gateway: GatewaySettings,
     /// Every profile by id, [`DEFAULT_PROFILE`] included.
     pub profiles: BTreeMap<String, Profile>,
 }
@@ -118,6 +120,14 @@ pub struct HttpSettings {
     pub token_env: Option<String>,
     /// Host names the fence trusts besides loopback (H-HTTP-3).
     pub trusted_hosts: Vec<String>,
+}
+
+/// `[gateway]`, validated now and used by the gateway of `ccare serve` (server.md GW-1).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GatewaySettings {
+    /// Bare model names a client may send as `model`, each mapped to a configured
+    /// `"<provider>/<model>"` route (checked at load: the provider exists).
+    pub models: BTreeMap<String, String>,
 }
 
 /// `[loop]` (spec H-LOOP-6, H-HOOK-5, H-TOOL-2, H-CANCEL-2).

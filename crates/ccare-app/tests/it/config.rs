@@ -310,11 +310,38 @@ fn http_table_is_validated_now() {
 }
 
 #[test]
-fn gateway_table_is_reserved() {
-    assert!(settings("[gateway]\n").is_ok());
+fn gateway_table_maps_models_and_refuses_pass_through_keys() {
+    let loaded = settings(
+        "[agent]\nmodel = \"local/qwen3\"\n[providers.local]\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n[gateway]\nmodels = { \"gpt-4o\" = \"local/qwen3\" }\npass_through_keys = false\n",
+    )
+    .unwrap();
     assert_eq!(
-        error("[gateway]\nport = 9000\n"),
-        "gateway.port: the [gateway] table is reserved for the OpenAI-compatible gateway of a later version and takes no keys yet, found port = 9000"
+        loaded.gateway.models.get("gpt-4o").map(String::as_str),
+        Some("local/qwen3")
+    );
+    assert!(settings("[gateway]\n").unwrap().gateway.models.is_empty());
+    assert!(
+        error("[gateway]\nport = 9000\n").starts_with(
+            "gateway.port: unknown field `port`, expected `models` or `pass_through_keys`"
+        ),
+        "{}",
+        error("[gateway]\nport = 9000\n")
+    );
+    assert_eq!(
+        error("[gateway]\npass_through_keys = true\n"),
+        "gateway.pass_through_keys: forwarding the client's API key upstream is not supported yet; remove the key or set it to false, and give the gateway's clients the server token as their API key"
+    );
+    assert_eq!(
+        error("[gateway]\nmodels = { \"gpt-4o\" = \"nowhere/qwen3\" }\n"),
+        "gateway.models.gpt-4o: no provider named \"nowhere\" is configured (in \"nowhere/qwen3\")"
+    );
+    assert_eq!(
+        error("[gateway]\nmodels = { \"gpt-4o\" = \"qwen3\" }\n"),
+        "gateway.models.gpt-4o: expected \"<provider>/<model>\", found \"qwen3\""
+    );
+    assert_eq!(
+        error("[gateway]\nmodels = { \"a/b\" = \"local/qwen3\" }\n"),
+        "gateway.models: an alias is a bare model name (no \"/\", not empty), found \"a/b\""
     );
 }
 

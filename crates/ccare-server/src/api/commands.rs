@@ -140,7 +140,7 @@ fn message_body(request: &RouteRequest) -> Result<MessageBody, RouteReply> {
 
 /// The declared tools as the model is told about them, or a 400 naming the first bad
 /// declaration's field.
-fn tool_specs(tools: Vec<ToolDeclaration>) -> Result<Vec<ToolSpec>, RouteReply> {
+pub(crate) fn tool_specs(tools: Vec<ToolDeclaration>) -> Result<Vec<ToolSpec>, RouteReply> {
     if let Some((index, (field, problem))) = tools
         .iter()
         .enumerate()
@@ -160,7 +160,7 @@ fn tool_specs(tools: Vec<ToolDeclaration>) -> Result<Vec<ToolSpec>, RouteReply> 
 
 /// The message of `text` declaring `tools` for its turn, refused with a 400 naming the
 /// declaration when a name is a host tool's or repeats.
-fn message_with_tools(
+pub(crate) fn message_with_tools(
     handle: &AgentHandle,
     text: String,
     tools: Vec<ToolSpec>,

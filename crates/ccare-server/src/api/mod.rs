@@ -9,7 +9,7 @@
 //! Every route is authenticated ([`RouteSpec::new`]'s default); the host's fence,
 //! limits and headers stand in front of all of them.
 
-mod commands;
+pub(crate) mod commands;
 mod context;
 pub mod errors;
 pub mod events;

@@ -16,11 +16,30 @@ use crate::gateway::follow::{Failure, Item, Outcome};
 use crate::gateway::refusal;
 use crate::gateway::wire::{
     AnswerMessage, Choice, ChunkChoice, Completion, CompletionChunk, Delta, ErrorDetail,
-    ErrorReply, Usage, UsageField,
+    ErrorReply, ToolCallDelta, Usage, UsageField,
 };
 
 /// The last frame of every stream.
 pub const DONE: &str = "[DONE]";
+
+/// The header naming the maintenance operations (compactions, prunes) that changed
+/// the upstream request of this response (GW-7), comma-separated.
+pub const COMPACTED_HEADER: &str = "x-ccare-compacted";
+
+/// `reply` with [`COMPACTED_HEADER`] when `ids` is not empty.
+pub(crate) fn with_compacted(reply: RouteReply, ids: &[String]) -> RouteReply {
+    let mut unique: Vec<&str> = Vec::with_capacity(ids.len());
+    for id in ids {
+        if !unique.contains(&id.as_str()) {
+            unique.push(id);
+        }
+    }
+    if unique.is_empty() {
+        reply
+    } else {
+        reply.with_header(COMPACTED_HEADER, unique.join(", "))
+    }
+}
 
 /// Who is answered, and how.
 #[derive(Debug, Clone)]
@@ -61,19 +80,27 @@ pub(crate) async fn whole(
     mut items: mpsc::UnboundedReceiver<Item>,
 ) -> RouteReply {
     let mut outcome = None;
+    let mut compacted = Vec::new();
     while let Some(item) = items.recv().await {
-        if let Item::End(end) = item {
-            outcome = Some(end);
-            break;
+        match item {
+            Item::End(end) => {
+                outcome = Some(end);
+                break;
+            }
+            Item::Compacted(ids) => compacted.extend(ids),
+            _ => {}
         }
     }
     let Some(outcome) = outcome else {
         return refusal::error(500, "TURN_LOST", "the turn's follower stopped");
     };
     if let Some(failure) = &outcome.failure {
-        return failure_reply(failure);
+        return with_compacted(failure_reply(failure), &compacted);
     }
-    RouteReply::json(200, &completion(answering, &outcome))
+    with_compacted(
+        RouteReply::json(200, &completion(answering, &outcome)),
+        &compacted,
+    )
 }
 
 fn completion(answering: &Answering, outcome: &Outcome) -> Completion {
@@ -86,9 +113,11 @@ fn completion(answering: &Answering, outcome: &Outcome) -> Completion {
             index: 0,
             message: AnswerMessage {
                 role: "assistant",
-                content: outcome.text.clone(),
+                content: (!outcome.text.is_empty() || outcome.tool_calls.is_empty())
+                    .then(|| outcome.text.clone()),
                 reasoning_content: (!outcome.reasoning.is_empty())
                     .then(|| outcome.reasoning.clone()),
+                tool_calls: (!outcome.tool_calls.is_empty()).then(|| outcome.tool_calls.clone()),
             },
             finish_reason: outcome.finish.clone(),
         }],
@@ -194,7 +223,7 @@ impl Chunker {
             Delta {
                 role: Some("assistant"),
                 content: Some(String::new()),
-                reasoning_content: None,
+                ..Delta::default()
             },
             None,
         );
@@ -203,6 +232,9 @@ impl Chunker {
 
     fn push(&mut self, item: Item) {
         match item {
+            // Reported in the headers when known before the first piece; later ones
+            // are in the journal (headers are gone by then).
+            Item::Compacted(_) => {}
             Item::Text { call_id, text } => {
                 self.open(Some(&call_id));
                 let frame = self.delta(
@@ -230,6 +262,27 @@ impl Chunker {
                 match &outcome.failure {
                     Some(failure) => self.push_error(failure),
                     None => {
+                        if !outcome.tool_calls.is_empty() {
+                            let calls = outcome
+                                .tool_calls
+                                .iter()
+                                .zip(0_u32..)
+                                .map(|(call, index)| ToolCallDelta {
+                                    index,
+                                    id: call.id.clone(),
+                                    kind: "function",
+                                    function: call.function.clone(),
+                                })
+                                .collect();
+                            let frame = self.delta(
+                                Delta {
+                                    tool_calls: Some(calls),
+                                    ..Delta::default()
+                                },
+                                None,
+                            );
+                            self.pending.push_back(frame);
+                        }
                         let frame = self.delta(Delta::default(), Some(outcome.finish.clone()));
                         self.pending.push_back(frame);
                         if self.answering.include_usage {

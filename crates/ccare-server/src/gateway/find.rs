@@ -5,9 +5,11 @@
 //! `x-session-id`, `x-session-affinity`, then body `prompt_cache_key`, then `user`
 //! (a client key, bound to the session the gateway creates for it); else the chain
 //! hash over the message list: the session whose client view the request's messages
-//! extend. A known session whose view the request does not extend (an edited or
-//! regenerated message) is refused for now (409 `TRANSCRIPT_DIVERGED`); forks land
-//! with the next step.
+//! extend, or the session whose fork point (a turn mark) it passes. A known session
+//! whose view the request does not extend (an edited or regenerated message) is
+//! forked at the last turn end inside the shared prefix (`Sessions::fork`, as
+//! `POST /api/sessions/{id}/fork`) and the fork is continued; a divergence before the
+//! first answer starts a new session. A client key is rebound to the fork.
 
 use ccare_agent::routes::{RouteReply, RouteRequest};
 use ccare_app::{AgentHandle, WhenBusy};
@@ -16,13 +18,27 @@ use ccare_core::SessionId;
 use crate::ServerContext;
 use crate::api::errors;
 use crate::gateway::refusal;
-use crate::gateway::view::{ClientView, Views};
+use crate::gateway::view::{ClientView, TurnMark, Views};
 use crate::gateway::wire::{ChatMessage, ChatRequest};
 
 /// The header naming the session, on requests and every response (GW-7).
 pub const SESSION_HEADER: &str = "x-ccare-session";
-/// Our code of a request that rewrites what a known session's client saw.
+/// Our code of a request that rewrites what a known session's client saw and cannot
+/// be forked (kept for clients that match on it).
 pub const TRANSCRIPT_DIVERGED: &str = "TRANSCRIPT_DIVERGED";
+
+/// A session the request continues.
+#[derive(Debug)]
+pub(crate) struct Found {
+    /// Its actor.
+    pub(crate) handle: AgentHandle,
+    /// How many of the request's messages its client view holds.
+    pub(crate) seen: usize,
+    /// The view's fork points up to `seen`.
+    pub(crate) marks: Vec<TurnMark>,
+    /// The last seq the client's answer saw (maintenance after it is reported, GW-7).
+    pub(crate) after_seq: u64,
+}
 
 /// How the request named its session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,15 +70,16 @@ pub(crate) fn identity(request: &RouteRequest, body: &ChatRequest) -> Identity {
         .map_or(Identity::Chain, Identity::Key)
 }
 
-/// The session found (its actor started) and how many of the request's messages its
-/// client view already holds; `None`: a new session is needed.
+/// The session found (its actor started; a fork when the request diverged) and how
+/// many of the request's messages its client view already holds; `None`: a new
+/// session is needed.
 pub(crate) async fn existing(
     context: &ServerContext,
     views: &Views,
     identity: &Identity,
     messages: &[ChatMessage],
     hashes: &[String],
-) -> Result<Option<(AgentHandle, usize)>, RouteReply> {
+) -> Result<Option<Found>, RouteReply> {
     let store_error = |error: ccare_store::StoreError| {
         refusal::error(503, error.code(), format!("the gateway's rows: {error}"))
     };
@@ -102,30 +119,92 @@ pub(crate) async fn existing(
                     }
                 }
             }
+            // No view ends there: an edited or regenerated message after a turn end
+            // of a known session (its fork point).
+            if found.is_none() {
+                for seen in (1..hashes.len()).rev() {
+                    let ends_with_answer = messages
+                        .get(seen - 1)
+                        .is_some_and(|message| message.role == "assistant");
+                    let Some(hash) = hashes.get(seen - 1).filter(|_| ends_with_answer) else {
+                        continue;
+                    };
+                    if let Some(id) = views.session_for_mark(hash).await.map_err(store_error)? {
+                        found = Some((id.clone(), views.view(&id).await.map_err(store_error)?));
+                        break;
+                    }
+                }
+            }
             match found {
                 Some(found) => found,
                 None => return Ok(None),
             }
         }
     };
-    let seen = extends(&view, hashes).ok_or_else(|| {
-        refusal::refuse(
-            409,
-            TRANSCRIPT_DIVERGED,
-            format!(
-                "the messages do not extend session {}'s conversation ({} messages known): an edited or regenerated message needs a fork, which this gateway does not make yet; drop the session key to start a new session",
-                id.as_str(),
-                view.hashes.len()
-            ),
-        )
-        .with_header(SESSION_HEADER, id.as_str())
-    })?;
+    let (id, seen, marks, after_seq) = match extends(&view, hashes) {
+        Some(seen) => (id, seen, view.marks, view.head),
+        None => match fork_point(&view, hashes) {
+            Some(mark) => {
+                let sessions = context.booted.host.sessions();
+                let forked = sessions
+                    .fork(&id, Some(mark.seq), None)
+                    .await
+                    .map_err(|error| {
+                        refusal::refuse(
+                            409,
+                            TRANSCRIPT_DIVERGED,
+                            format!(
+                                "the messages diverge from session {}'s conversation after message {} and the fork there failed: {error}",
+                                id.as_str(),
+                                mark.messages
+                            ),
+                        )
+                        .with_header(SESSION_HEADER, id.as_str())
+                    })?;
+                let fork = forked.id().clone();
+                drop(forked);
+                if let Identity::Key(key) = identity {
+                    views.rebind_key(key, &fork).await.map_err(store_error)?;
+                }
+                let marks = view
+                    .marks
+                    .iter()
+                    .copied()
+                    .filter(|known| known.messages <= mark.messages)
+                    .collect();
+                (fork, mark.messages, marks, mark.seq)
+            }
+            // Diverged before the first answer: nothing to keep.
+            None => return Ok(None),
+        },
+    };
     let handle = context
         .agents
         .get_or_start(&id, WhenBusy::Fail)
         .await
         .map_err(|error| refusal::from_api(errors::app_error(&error)))?;
-    Ok(Some((handle, seen)))
+    Ok(Some(Found {
+        handle,
+        seen,
+        marks,
+        after_seq,
+    }))
+}
+
+/// Where a request that diverges from `view` forks it: the last turn mark inside the
+/// prefix they share, leaving at least one new message.
+fn fork_point(view: &ClientView, hashes: &[String]) -> Option<TurnMark> {
+    let shared = view
+        .hashes
+        .iter()
+        .zip(hashes)
+        .take_while(|(known, sent)| known == sent)
+        .count();
+    view.marks
+        .iter()
+        .copied()
+        .filter(|mark| mark.messages <= shared && mark.messages < hashes.len())
+        .max_by_key(|mark| mark.messages)
 }
 
 /// How many of the request's messages `view` holds, when the request extends it.

@@ -6,6 +6,13 @@
 //! The follower runs as its own task holding the session's actor, so a client that
 //! disconnects mid-answer neither stops the turn nor loses the client view: when the
 //! turn ends well, the view is recorded with the answer appended.
+//!
+//! A turn that calls the client's tools (GW-4) stops in the awaiting-tools state
+//! (ACT-3): the outcome carries those calls (`finish_reason: tool_calls`); calls of
+//! the host's own tools ran server-side and are never reported. If the follower
+//! falls behind and is resubscribed (`Lagged`), pieces dropped meanwhile cannot be
+//! replayed: from then on each committed `assistant/message` supplies what was not
+//! streamed of it, so the client still gets every character once.
 
 use ccare_agent::{EventStream, StreamItem};
 use ccare_app::AgentHandle;
@@ -14,7 +21,8 @@ use ccare_core::{ContentBlock, LlmFailure, TokenUsage};
 use ccare_llm::Chunk;
 use tokio::sync::mpsc;
 
-use crate::gateway::view::{ClientView, Views, next_hash};
+use crate::gateway::view::{ClientView, TurnMark, Views, calls_suffix, next_hash};
+use crate::gateway::wire::{FunctionCall, ToolCallOut};
 
 /// What the follower reports, in order: pieces, then one [`Item::End`].
 #[derive(Debug, Clone)]
@@ -33,8 +41,11 @@ pub(crate) enum Item {
         /// The piece.
         text: String,
     },
+    /// Maintenance operations (their journal ids) that changed the upstream request,
+    /// sent before the first piece or the end (GW-7).
+    Compacted(Vec<String>),
     /// The turn ended.
-    End(Outcome),
+    End(Box<Outcome>),
 }
 
 /// How the turn ended.
@@ -48,8 +59,12 @@ pub(crate) struct Outcome {
     pub(crate) reasoning: String,
     /// The upstream's usage, summed; `None` when no request reported any.
     pub(crate) usage: Option<TokenUsage>,
-    /// `stop` or `length`.
+    /// `stop`, `length` or `tool_calls`.
     pub(crate) finish: String,
+    /// The client's tool calls the turn awaits (GW-4), in call order.
+    pub(crate) tool_calls: Vec<ToolCallOut>,
+    /// The seq of the `turn/end` (`None` while the turn awaits tools).
+    pub(crate) end_seq: Option<u64>,
     /// Why the turn failed, when it did.
     pub(crate) failure: Option<Failure>,
 }
@@ -77,6 +92,12 @@ pub(crate) struct Recording {
     pub(crate) views: Views,
     /// The chain hashes of the request's messages.
     pub(crate) hashes: Vec<String>,
+    /// The fork points of the view the request extends.
+    pub(crate) marks: Vec<TurnMark>,
+    /// The last seq the client's previous answer saw.
+    pub(crate) after_seq: u64,
+    /// Context care, whose journal names the maintenance operations.
+    pub(crate) care: Option<ccare_care::ContextCare>,
 }
 
 /// Follows the turn that the command sent after `stream` was opened starts, sending
@@ -91,7 +112,18 @@ pub(crate) async fn follow(
         finish: "stop".to_owned(),
         ..Outcome::default()
     };
-    let mut streamed: Vec<String> = Vec::new();
+    let mut pieces = Pieces::default();
+    let mut calls: Vec<ccare_core::ToolCallBlock> = Vec::new();
+    let after_seq = recording.after_seq;
+    // Maintenance since the client's previous answer (between turns) counts too.
+    let mut maintenance = Maintenance {
+        seen: handle.session().with_log(|log| {
+            let events = log.events();
+            let first = events.partition_point(|event| event.seq() <= after_seq);
+            events[first..].iter().any(|event| is_maintenance(event))
+        }),
+        reported: false,
+    };
     loop {
         let Some(item) = stream.next().await else {
             outcome.failure = Some(host_failure(
@@ -103,48 +135,74 @@ pub(crate) async fn follow(
         };
         match item {
             StreamItem::Delta { live, .. } => {
-                let piece = match live.chunk {
-                    Chunk::TextDelta { text, .. } => Item::Text {
-                        call_id: live.call_id.clone(),
-                        text,
-                    },
-                    Chunk::ReasoningDelta { text, .. } => Item::Reasoning {
-                        call_id: live.call_id.clone(),
-                        text,
-                    },
+                let (piece, reasoning) = match live.chunk {
+                    Chunk::TextDelta { text, .. } => (text, false),
+                    Chunk::ReasoningDelta { text, .. } => (text, true),
                     _ => continue,
                 };
-                if !streamed.contains(&live.call_id) {
-                    streamed.push(live.call_id);
+                if pieces.lagged {
+                    continue;
                 }
-                // A client that went away still lets the turn finish.
-                let _ = items.send(piece);
-            }
-            StreamItem::Event(event) => match event.kind() {
-                ccare_core::kinds::ASSISTANT_MESSAGE => {
-                    let Ok(message) = event.decode::<AssistantMessage>() else {
-                        continue;
-                    };
-                    absorb(&mut outcome, &message, &streamed, &items);
-                }
-                ccare_core::kinds::TURN_END => {
-                    if let Ok(end) = event.decode::<TurnEnd>() {
-                        conclude(&mut outcome, end.reason);
+                let sent = pieces.sent.entry(live.call_id.clone()).or_default();
+                let item = if reasoning {
+                    sent.1.push_str(&piece);
+                    Item::Reasoning {
+                        call_id: live.call_id,
+                        text: piece,
                     }
-                    break;
+                } else {
+                    sent.0.push_str(&piece);
+                    Item::Text {
+                        call_id: live.call_id,
+                        text: piece,
+                    }
+                };
+                maintenance
+                    .report(&handle, recording.care.as_ref(), after_seq, &items)
+                    .await;
+                // A client that went away still lets the turn finish.
+                let _ = items.send(item);
+            }
+            StreamItem::Event(event) => {
+                match event.kind() {
+                    _ if is_maintenance(&event) => maintenance.seen = true,
+                    ccare_core::kinds::ASSISTANT_MESSAGE => {
+                        maintenance
+                            .report(&handle, recording.care.as_ref(), after_seq, &items)
+                            .await;
+                        let Ok(message) = event.decode::<AssistantMessage>() else {
+                            continue;
+                        };
+                        calls.extend(message.message.content.iter().filter_map(
+                            |block| match block {
+                                ContentBlock::ToolCall(call) => Some(call.clone()),
+                                _ => None,
+                            },
+                        ));
+                        absorb(&mut outcome, &message, &pieces, &items);
+                    }
+                    ccare_core::kinds::TURN_END => {
+                        if let Ok(end) = event.decode::<TurnEnd>() {
+                            conclude(&mut outcome, end.reason);
+                        }
+                        outcome.end_seq = Some(event.seq());
+                        break;
+                    }
+                    _ => {}
                 }
-                _ => {}
-            },
-            StreamItem::AwaitingTools { .. } => {
-                outcome.failure = Some(host_failure(
-                    400,
-                    "CLIENT_TOOLS_UNSUPPORTED",
-                    "the turn waits for tool results, which this gateway does not take yet",
-                ));
+            }
+            StreamItem::AwaitingTools { call_ids, .. } => {
+                outcome.tool_calls = call_ids
+                    .iter()
+                    .filter_map(|id| calls.iter().find(|call| &call.id == id))
+                    .map(client_call)
+                    .collect();
+                outcome.finish = "tool_calls".to_owned();
                 break;
             }
             StreamItem::Idle { .. } => {}
             StreamItem::Lagged { resume_from } => {
+                pieces.lagged = true;
                 stream = handle.agent().subscribe_from(resume_from);
             }
         }
@@ -152,14 +210,144 @@ pub(crate) async fn follow(
     if outcome.failure.is_none() {
         let mut hashes = recording.hashes;
         let previous = hashes.last().cloned().unwrap_or_default();
-        hashes.push(next_hash(&previous, "assistant", &outcome.text));
-        let view = ClientView { hashes };
+        let called: Vec<(String, String, String)> = outcome
+            .tool_calls
+            .iter()
+            .map(|call| {
+                (
+                    call.id.clone(),
+                    call.function.name.clone(),
+                    call.function.arguments.clone(),
+                )
+            })
+            .collect();
+        let text = format!("{}{}", outcome.text, calls_suffix(&called));
+        hashes.push(next_hash(&previous, "assistant", &text));
+        let mut marks = recording.marks;
+        if let Some(seq) = outcome.end_seq {
+            marks.push(TurnMark {
+                messages: hashes.len(),
+                seq,
+            });
+        }
+        let head = handle.session().head().saturating_sub(1);
+        let view = ClientView {
+            hashes,
+            marks,
+            head,
+        };
         if let Err(error) = recording.views.record(handle.session().id(), &view).await {
             tracing::warn!(%error, session = %handle.session().id().as_str(), "the gateway's client view was not recorded");
         }
     }
-    let _ = items.send(Item::End(outcome));
+    maintenance.reported = false;
+    maintenance
+        .report(&handle, recording.care.as_ref(), after_seq, &items)
+        .await;
+    let _ = items.send(Item::End(Box::new(outcome)));
     drop(handle);
+}
+
+/// Whether `event` is maintenance that changes the next request: a committed
+/// compaction or a prune.
+fn is_maintenance(event: &ccare_core::Event) -> bool {
+    match event.kind() {
+        ccare_core::kinds::COMPACTION_PRUNE => true,
+        ccare_core::kinds::COMPACTION_END => event
+            .decode::<ccare_core::kinds::CompactionEnd>()
+            .is_ok_and(|end| end.error.is_none()),
+        _ => false,
+    }
+}
+
+/// The maintenance the follower saw, reported once before the first piece and again
+/// (all of it) before the end.
+struct Maintenance {
+    seen: bool,
+    reported: bool,
+}
+
+impl Maintenance {
+    /// Sends [`Item::Compacted`] with the journal's committed operations since
+    /// `after_seq`, when maintenance was seen and not reported yet.
+    async fn report(
+        &mut self,
+        handle: &AgentHandle,
+        care: Option<&ccare_care::ContextCare>,
+        after_seq: u64,
+        items: &mpsc::UnboundedSender<Item>,
+    ) {
+        if !self.seen || self.reported {
+            return;
+        }
+        self.reported = true;
+        let Some(care) = care else {
+            return;
+        };
+        let log = handle.session().with_log(Clone::clone);
+        let ids: Vec<String> = match care.series(&log).await {
+            Some(Ok(series)) => series
+                .operations
+                .into_iter()
+                .filter(|operation| operation.outcome.as_deref() == Some("committed"))
+                .filter(|operation| operation.seq.is_some_and(|seq| seq > after_seq))
+                .map(|operation| operation.operation_id)
+                .collect(),
+            Some(Err(error)) => {
+                tracing::warn!(%error, "the gateway could not read the maintenance journal");
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        if !ids.is_empty() {
+            let _ = items.send(Item::Compacted(ids));
+        }
+    }
+}
+
+/// What was streamed to the client, per provider call.
+#[derive(Debug, Default)]
+struct Pieces {
+    /// `(text, reasoning)` sent per call id.
+    sent: std::collections::HashMap<String, (String, String)>,
+    /// Whether the follower lagged: pieces are then held back and each committed
+    /// message supplies what was not sent of it.
+    lagged: bool,
+}
+
+impl Pieces {
+    /// What of `whole` (a call's committed text or reasoning) the client has not got.
+    fn rest<'a>(&self, call_id: &str, whole: &'a str, reasoning: bool) -> &'a str {
+        let sent = self.sent.get(call_id).map_or(
+            "",
+            |(text, thought)| {
+                if reasoning { thought } else { text }
+            },
+        );
+        whole
+            .strip_prefix(sent)
+            .unwrap_or(if sent.is_empty() { whole } else { "" })
+    }
+}
+
+/// A caller-executed call as the client is to get it: arguments as JSON text (the
+/// raw text when the model's was not JSON).
+fn client_call(call: &ccare_core::ToolCallBlock) -> ToolCallOut {
+    let arguments = call.raw_arguments.clone().unwrap_or_else(|| {
+        if call.arguments.is_null() {
+            "{}".to_owned()
+        } else {
+            call.arguments.to_string()
+        }
+    });
+    ToolCallOut {
+        id: call.id.clone(),
+        kind: "function",
+        function: FunctionCall {
+            name: call.name.clone(),
+            arguments,
+        },
+    }
 }
 
 fn host_failure(status: u16, code: &str, message: &str) -> Failure {
@@ -170,12 +358,12 @@ fn host_failure(status: u16, code: &str, message: &str) -> Failure {
     }
 }
 
-/// Adds an assistant message to the outcome; a message whose call streamed no pieces
-/// (a provider that does not stream) is sent whole.
+/// Adds an assistant message to the outcome and sends what of it the client has not
+/// got: all of it for a provider that does not stream, the rest after a lag.
 fn absorb(
     outcome: &mut Outcome,
     message: &AssistantMessage,
-    streamed: &[String],
+    pieces: &Pieces,
     items: &mpsc::UnboundedSender<Item>,
 ) {
     if outcome.call_id.is_none() {
@@ -190,19 +378,19 @@ fn absorb(
             _ => {}
         }
     }
-    if !streamed.contains(&message.call_id) {
-        if !reasoning.is_empty() {
-            let _ = items.send(Item::Reasoning {
-                call_id: message.call_id.clone(),
-                text: reasoning.clone(),
-            });
-        }
-        if !text.is_empty() {
-            let _ = items.send(Item::Text {
-                call_id: message.call_id.clone(),
-                text: text.clone(),
-            });
-        }
+    let rest = pieces.rest(&message.call_id, &reasoning, true);
+    if !rest.is_empty() {
+        let _ = items.send(Item::Reasoning {
+            call_id: message.call_id.clone(),
+            text: rest.to_owned(),
+        });
+    }
+    let rest = pieces.rest(&message.call_id, &text, false);
+    if !rest.is_empty() {
+        let _ = items.send(Item::Text {
+            call_id: message.call_id.clone(),
+            text: rest.to_owned(),
+        });
     }
     outcome.text.push_str(&text);
     outcome.reasoning.push_str(&reasoning);
@@ -257,5 +445,25 @@ fn conclude(outcome: &mut Outcome, reason: TurnEndReason) {
                 "the turn was interrupted",
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lagged_answer_gets_only_what_was_not_streamed() {
+        let mut pieces = Pieces::default();
+        assert_eq!(pieces.rest("c1", "Hello world", false), "Hello world");
+        pieces
+            .sent
+            .insert("c1".to_owned(), ("Hel".to_owned(), String::new()));
+        pieces.lagged = true;
+        assert_eq!(pieces.rest("c1", "Hello world", false), "lo world");
+        assert_eq!(pieces.rest("c1", "thinking", true), "thinking");
+        assert_eq!(pieces.rest("c1", "Hel", false), "");
+        // A committed text that does not extend what streamed adds nothing.
+        assert_eq!(pieces.rest("c1", "Bye", false), "");
     }
 }

@@ -13,8 +13,10 @@
 //! The client view (`view`) is a few rows in the store's KV domain `gateway`, beside the
 //! session's log: the chain hash after each client message.
 //!
-//! Not yet: client tools (GW-4), forks of edited transcripts, pass-through keys and
-//! the `[gateway]` config, `x-ccare-compacted`.
+//! Client tools (GW-4): the request's `tools` are the turn's caller-executed tools
+//! (ACT-3, validated as the sessions API does); a turn that calls them is answered
+//! with `tool_calls` (`finish_reason: tool_calls`) and the next request's `tool`
+//! messages are its `ToolResults`. The host's own tools run server-side, unseen.
 
 mod answer;
 mod find;
@@ -25,10 +27,10 @@ pub mod wire;
 
 use std::sync::Arc;
 
-use ccare_agent::Command;
 use ccare_agent::routes::{
     Method, RouteDoc, RouteError, RouteReply, RouteRequest, RouteSpec, Routes,
 };
+use ccare_agent::{CallerResult, Command};
 use ccare_core::{ContentBlock, JsonObject};
 use tokio::sync::mpsc;
 
@@ -36,6 +38,7 @@ use crate::ServerContext;
 use crate::api::errors;
 use crate::api::sessions::META_MODEL;
 
+pub use answer::COMPACTED_HEADER;
 pub use answer::DONE;
 pub use find::{SESSION_HEADER, TRANSCRIPT_DIVERGED};
 pub use refusal::{BAD_TRANSCRIPT, MODEL_NOT_FOUND, SHOULD_RETRY};
@@ -46,6 +49,9 @@ use find::Identity;
 use follow::{Item, Recording};
 use view::Views;
 use wire::{ChatRequest, ModelEntry, ModelList};
+
+/// Our code of tool results that do not answer exactly the calls the client got.
+pub const TOOL_RESULTS_MISMATCH: &str = ccare_agent::TOOL_RESULTS_MISMATCH;
 
 /// The session metadata key marking a session the gateway created.
 pub const META_ORIGIN: &str = "origin";
@@ -91,23 +97,32 @@ fn path(pattern: &str) -> Result<ccare_agent::routes::RoutePath, RouteError> {
     Ok(ccare_agent::routes::RoutePath::exact(pattern)?)
 }
 
+/// The configured routes, then the `[gateway] models` aliases.
 fn models(context: &ServerContext) -> RouteReply {
-    let data = context
+    let entry = |id: String, route: &str| ModelEntry {
+        owned_by: route
+            .split_once('/')
+            .map_or_else(String::new, |(provider, _)| provider.to_owned()),
+        id,
+        object: "model",
+        created: 0,
+    };
+    let mut data: Vec<ModelEntry> = context
         .booted
         .host
         .llm()
         .routes()
         .into_iter()
-        .map(|route| ModelEntry {
-            owned_by: route
-                .name
-                .split_once('/')
-                .map_or_else(String::new, |(provider, _)| provider.to_owned()),
-            id: route.name,
-            object: "model",
-            created: 0,
-        })
+        .map(|route| entry(route.name.clone(), &route.name))
         .collect();
+    data.extend(
+        context
+            .booted
+            .gateway
+            .models
+            .iter()
+            .map(|(alias, route)| entry(alias.clone(), route)),
+    );
     RouteReply::json(
         200,
         &ModelList {
@@ -117,10 +132,16 @@ fn models(context: &ServerContext) -> RouteReply {
     )
 }
 
-/// The route `model` names: `<provider>/<model>` as configured, or a bare model name
-/// exactly one configured route serves.
+/// The route `model` names: a `[gateway] models` alias, `<provider>/<model>` as
+/// configured, or a bare model name exactly one configured route serves.
 fn resolve_model(context: &ServerContext, model: &str) -> Result<String, RouteReply> {
     let llm = context.booted.host.llm();
+    if let Some(route) = context.booted.gateway.models.get(model) {
+        return match llm.route(route) {
+            Ok(_) => Ok(route.clone()),
+            Err(_) => Err(refusal::unknown_model(model)),
+        };
+    }
     let routes = llm.routes();
     if routes.iter().any(|route| route.name == model) {
         return Ok(model.to_owned());
@@ -140,6 +161,82 @@ fn now_secs() -> u64 {
         .map_or(0, |elapsed| elapsed.as_secs())
 }
 
+/// The client's tools as the turn's caller-executed tools, validated as the sessions
+/// API validates them (a 400 naming `tools[i].…`).
+fn client_tools(body: &ChatRequest) -> Result<Vec<ccare_llm::ToolSpec>, RouteReply> {
+    let declarations = body
+        .tools
+        .iter()
+        .flatten()
+        .map(|tool| crate::api::types::ToolDeclaration {
+            name: tool.function.name.clone(),
+            description: tool.function.description.clone().unwrap_or_default(),
+            input_schema: tool
+                .function
+                .parameters
+                .clone()
+                .unwrap_or_else(|| serde_json::json!({"type": "object", "properties": {}})),
+        })
+        .collect();
+    crate::api::commands::tool_specs(declarations).map_err(refusal::from_api)
+}
+
+/// The `tool` messages that answer the calls the session awaits, as its
+/// `ToolResults`; a 400 `TOOL_RESULTS_MISMATCH` naming the call otherwise.
+fn tool_results(
+    new: &[wire::ChatMessage],
+    awaiting: &[String],
+) -> Result<Vec<CallerResult>, RouteReply> {
+    let mut results = Vec::with_capacity(new.len());
+    for (index, message) in new.iter().enumerate() {
+        if message.role != "tool" {
+            return Err(refusal::bad_transcript(format!(
+                "messages: the session awaits results for the tool calls {awaiting:?}; a {:?} message cannot come before them (new message {index})",
+                message.role
+            )));
+        }
+        let Some(call_id) = message.tool_call_id.clone() else {
+            return Err(refusal::bad_transcript(format!(
+                "messages: the tool message (new message {index}) has no tool_call_id"
+            )));
+        };
+        if !awaiting.contains(&call_id) {
+            return Err(refusal::refuse(
+                400,
+                TOOL_RESULTS_MISMATCH,
+                format!(
+                    "messages: a tool message answers the call {call_id:?}, which this gateway never sent; the session awaits results for {awaiting:?}"
+                ),
+            ));
+        }
+        if results
+            .iter()
+            .any(|result: &CallerResult| result.call_id == call_id)
+        {
+            return Err(refusal::refuse(
+                400,
+                TOOL_RESULTS_MISMATCH,
+                format!("messages: the call {call_id:?} is answered twice"),
+            ));
+        }
+        results.push(CallerResult::text(call_id, message.text()));
+    }
+    let missing: Vec<&String> = awaiting
+        .iter()
+        .filter(|id| results.iter().all(|result| &result.call_id != *id))
+        .collect();
+    if !missing.is_empty() {
+        return Err(refusal::refuse(
+            400,
+            TOOL_RESULTS_MISMATCH,
+            format!(
+                "messages: no tool message answers the calls {missing:?}; every call of the answer needs its result"
+            ),
+        ));
+    }
+    Ok(results)
+}
+
 /// The message the session is given: one text block per new client message (system
 /// messages the client added included), or a 400 naming what cannot be entered yet.
 fn new_message(new: &[wire::ChatMessage]) -> Result<ccare_core::Message, RouteReply> {
@@ -154,7 +251,17 @@ fn new_message(new: &[wire::ChatMessage]) -> Result<ccare_core::Message, RouteRe
         match message.role.as_str() {
             "user" => users += 1,
             "system" | "developer" => {}
-            "assistant" | "tool" | "function" => {
+            "tool" => {
+                let call = message.tool_call_id.as_deref().unwrap_or("");
+                return Err(refusal::refuse(
+                    400,
+                    TOOL_RESULTS_MISMATCH,
+                    format!(
+                        "messages: a tool message answers the call {call:?}, which this gateway never sent (the session awaits no tool results)"
+                    ),
+                ));
+            }
+            "assistant" | "function" => {
                 return Err(refusal::bad_transcript(format!(
                     "messages: a {:?} message the gateway did not answer cannot be entered yet (only new system and user messages continue a session)",
                     message.role
@@ -214,20 +321,33 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
         Ok(found) => found,
         Err(reply) => return reply,
     };
-    let seen = found.as_ref().map_or(0, |(_, seen)| *seen);
-    let message = match new_message(body.messages.get(seen..).unwrap_or_default()) {
-        Ok(message) => message,
-        Err(reply) => {
-            return match &found {
-                Some((handle, _)) => {
-                    reply.with_header(SESSION_HEADER, handle.session().id().as_str())
-                }
-                None => reply,
-            };
+    let tools = match client_tools(&body) {
+        Ok(tools) => tools,
+        Err(reply) => return reply,
+    };
+    let seen = found.as_ref().map_or(0, |found| found.seen);
+    let new = body.messages.get(seen..).unwrap_or_default();
+    let awaiting = found
+        .as_ref()
+        .map(|found| found.handle.agent().awaiting_tools())
+        .unwrap_or_default();
+    let named = |reply: RouteReply, found: &Option<find::Found>| match found {
+        Some(found) => reply.with_header(SESSION_HEADER, found.handle.session().id().as_str()),
+        None => reply,
+    };
+    let input = if awaiting.is_empty() {
+        match new_message(new) {
+            Ok(message) => Input::Message(message),
+            Err(reply) => return named(reply, &found),
+        }
+    } else {
+        match tool_results(new, &awaiting) {
+            Ok(results) => Input::Results(results),
+            Err(reply) => return named(reply, &found),
         }
     };
-    let handle = match found {
-        Some((handle, _)) => handle,
+    let (handle, marks, after_seq) = match found {
+        Some(found) => (found.handle, found.marks, found.after_seq),
         None => {
             let mut meta = JsonObject::new();
             meta.insert(
@@ -240,16 +360,54 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
                 Err(error) => return refusal::from_api(errors::app_error(&error)),
             };
             if let Identity::Key(key) = &identity
-                && let Err(error) = views.bind_key(key, handle.session().id()).await
+                && let Err(error) = views.rebind_key(key, handle.session().id()).await
             {
                 return refusal::error(503, error.code(), format!("the gateway's rows: {error}"));
             }
-            handle
+            (handle, Vec::new(), 0)
         }
     };
     let session = handle.session().id().as_str().to_owned();
-    let reply = run(handle, &body, model, message, views, hashes).await;
+    let command = match input {
+        Input::Results(results) => Command::ToolResults(results),
+        Input::Message(message) if tools.is_empty() => Command::UserInput {
+            message,
+            options: None,
+        },
+        Input::Message(message) => {
+            // The kernel's message declaring the tools (names checked against the
+            // host's), with the client's blocks.
+            match crate::api::commands::message_with_tools(&handle, String::new(), tools) {
+                Ok(mut declared) => {
+                    declared.content = message.content;
+                    Command::UserInput {
+                        message: declared,
+                        options: None,
+                    }
+                }
+                Err(reply) => {
+                    return refusal::from_api(reply).with_header(SESSION_HEADER, session);
+                }
+            }
+        }
+    };
+    let recording = follow::Recording {
+        views,
+        hashes,
+        marks,
+        after_seq,
+        care: context.booted.care.clone(),
+    };
+    let reply = run(handle, &body, model, command, recording).await;
     reply.with_header(SESSION_HEADER, session)
+}
+
+/// What the request gives the session.
+enum Input {
+    /// A new user message.
+    Message(ccare_core::Message),
+    /// The results of the calls it awaits.
+    Results(Vec<CallerResult>),
 }
 
 /// Runs the turn and answers it.
@@ -257,11 +415,11 @@ async fn run(
     handle: ccare_app::AgentHandle,
     body: &ChatRequest,
     model: String,
-    message: ccare_core::Message,
-    views: Views,
-    hashes: Vec<String>,
+    command: Command,
+    recording: Recording,
 ) -> RouteReply {
-    if handle.agent().is_busy() {
+    // Results for an awaiting step wait for its driver to let go (`tool_results`).
+    if matches!(command, Command::UserInput { .. }) && handle.agent().is_busy() {
         return refusal::error(
             409,
             "SESSION_BUSY",
@@ -273,22 +431,24 @@ async fn run(
         options.model = model;
         options
     });
+    let command = match command {
+        Command::UserInput { message, .. } => Command::UserInput { message, options },
+        other => {
+            if let Some(options) = options
+                && let Err(error) = handle.agent().send(Command::SetOptions(options)).await
+            {
+                return refusal::from_api(errors::command_error(&error));
+            }
+            other
+        }
+    };
     let after = handle.session().head().checked_sub(1);
     let stream = handle.agent().subscribe_from(after);
-    if let Err(error) = handle
-        .agent()
-        .send(Command::UserInput { message, options })
-        .await
-    {
+    if let Err(error) = handle.agent().send(command).await {
         return refusal::from_api(errors::command_error(&error));
     }
     let (sender, mut items) = mpsc::unbounded_channel();
-    tokio::spawn(follow::follow(
-        handle,
-        stream,
-        sender,
-        Recording { views, hashes },
-    ));
+    tokio::spawn(follow::follow(handle, stream, sender, recording));
     let answering = Answering {
         model: body.model.clone(),
         created: now_secs(),
@@ -303,12 +463,20 @@ async fn run(
     }
     // Wait for the first piece: a turn refused before anything streamed is answered
     // with its error status, not a 200 stream.
-    match items.recv().await {
+    let mut compacted = Vec::new();
+    let first = loop {
+        match items.recv().await {
+            Some(Item::Compacted(ids)) => compacted.extend(ids),
+            other => break other,
+        }
+    };
+    let reply = match first {
         None => refusal::error(500, "TURN_LOST", "the turn's follower stopped"),
         Some(Item::End(outcome)) => match &outcome.failure {
             Some(failure) => answer::failure_reply(failure),
             None => answer::streamed(answering, Item::End(outcome), items),
         },
         Some(first) => answer::streamed(answering, first, items),
-    }
+    };
+    answer::with_compacted(reply, &compacted)
 }

@@ -6,7 +6,9 @@
 //! - `view/<session id>` → [`ClientView`] (one hash per client message, in order);
 //! - `chain/<hash>` → the session whose client view ends with that hash (a request
 //!   whose messages extend it continues the session);
-//! - `key/<sha256 of the client's key>` → the session a header or body key names.
+//! - `key/<sha256 of the client's key>` → the session a header or body key names;
+//! - `at/<hash>` → the session with a turn mark (a fork point) after that message, so
+//!   an edited or regenerated message finds where to fork (GW-2).
 //!
 //! The hash of message *i* covers message *i* and, through message *i − 1*'s hash,
 //! everything before it: two conversations that share a system prompt share only the
@@ -29,6 +31,23 @@ pub const DOMAIN: &str = "gateway";
 pub(crate) struct ClientView {
     /// One hash per client message, oldest first.
     pub(crate) hashes: Vec<String>,
+    /// Where the session can be forked (GW-2): after this many client messages the
+    /// session's log stood at a closed turn ending at `seq`.
+    #[serde(default)]
+    pub(crate) marks: Vec<TurnMark>,
+    /// The session's last seq when the view was recorded: maintenance after it
+    /// changes the next upstream request (GW-7).
+    #[serde(default)]
+    pub(crate) head: u64,
+}
+
+/// A point of the client view where a turn ended (a fork boundary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TurnMark {
+    /// How many client messages the view held then (the answer included).
+    pub(crate) messages: usize,
+    /// The seq of the turn's `turn/end`.
+    pub(crate) seq: u64,
 }
 
 impl ClientView {
@@ -70,12 +89,60 @@ pub(crate) fn chain(messages: &[ChatMessage]) -> Vec<String> {
             text.push_str(call);
         }
         if let Some(calls) = &message.tool_calls {
-            text.push_str("\u{0}calls:");
-            text.push_str(&calls.to_string());
+            text.push_str(&calls_suffix(&read_calls(calls)));
         }
         hashes.push(next_hash(previous, &message.role, &text));
     }
     hashes
+}
+
+/// The `(id, name, arguments)` of an assistant message's `tool_calls`, read
+/// leniently (SDKs add fields and order keys differently; only these three count).
+pub(crate) fn read_calls(calls: &serde_json::Value) -> Vec<(String, String, String)> {
+    let field = |value: &serde_json::Value, key: &str| {
+        value
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    calls
+        .as_array()
+        .map(|calls| {
+            calls
+                .iter()
+                .map(|call| {
+                    let function = call.get("function").cloned().unwrap_or_default();
+                    (
+                        field(call, "id"),
+                        field(&function, "name"),
+                        field(&function, "arguments"),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What an assistant message's tool calls add to its hashed text (nothing when none).
+pub(crate) fn calls_suffix(calls: &[(String, String, String)]) -> String {
+    let mut text = String::new();
+    if calls.is_empty() {
+        return text;
+    }
+    text.push_str("\u{0}calls:");
+    for (id, name, arguments) in calls {
+        // Arguments are compared as JSON when they are JSON (whitespace aside).
+        let arguments = serde_json::from_str::<serde_json::Value>(arguments)
+            .map_or_else(|_| arguments.clone(), |value| value.to_string());
+        text.push_str(&format!(
+            "{}:{id}{}:{name}{}:{arguments};",
+            id.len(),
+            name.len(),
+            arguments.len()
+        ));
+    }
+    text
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -93,6 +160,10 @@ fn view_row(session: &SessionId) -> String {
 
 fn chain_row(hash: &str) -> String {
     format!("chain/{hash}")
+}
+
+fn mark_row(hash: &str) -> String {
+    format!("at/{hash}")
 }
 
 /// The gateway's rows in the store.
@@ -133,22 +204,52 @@ impl Views {
         self.session_row(&chain_row(hash)).await
     }
 
+    /// The session whose client view has a turn mark at `hash` (a fork point).
+    pub(crate) async fn session_for_mark(
+        &self,
+        hash: &str,
+    ) -> Result<Option<SessionId>, StoreError> {
+        self.session_row(&mark_row(hash)).await
+    }
+
+    /// Binds a client key to `session`, replacing the session it named (a fork
+    /// continues the key's conversation).
+    pub(crate) async fn rebind_key(
+        &self,
+        key: &str,
+        session: &SessionId,
+    ) -> Result<(), StoreError> {
+        self.put(&key_row(key), session).await
+    }
+
+    /// Writes `row` → `session`, whatever it held.
+    async fn put(&self, row: &str, session: &SessionId) -> Result<(), StoreError> {
+        let value = session.as_str().as_bytes().to_vec();
+        for _ in 0..3 {
+            let version = self
+                .store
+                .kv_get(DOMAIN, row)
+                .await?
+                .map(|entry| entry.version);
+            match self
+                .store
+                .kv_cas(DOMAIN, row, version, Some(value.clone()))
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(StoreError::CasConflict { .. }) => continue,
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
     /// A session's client view (empty when the gateway has not answered in it yet).
     pub(crate) async fn view(&self, session: &SessionId) -> Result<ClientView, StoreError> {
         let entry = self.store.kv_get(DOMAIN, &view_row(session)).await?;
         Ok(entry
             .and_then(|entry| serde_json::from_slice(&entry.value).ok())
             .unwrap_or_default())
-    }
-
-    /// Binds a client key to `session` (a key already bound keeps its session).
-    pub(crate) async fn bind_key(&self, key: &str, session: &SessionId) -> Result<(), StoreError> {
-        let row = key_row(key);
-        let value = session.as_str().as_bytes().to_vec();
-        match self.store.kv_cas(DOMAIN, &row, None, Some(value)).await {
-            Ok(_) | Err(StoreError::CasConflict { .. }) => Ok(()),
-            Err(error) => Err(error),
-        }
     }
 
     /// Records `view` as `session`'s client view and indexes its last hash; the
@@ -184,14 +285,17 @@ impl Views {
             self.unindex(&old, session).await?;
         }
         if let Some(last) = view.last() {
-            let row = chain_row(last);
-            let entry = self.store.kv_get(DOMAIN, &row).await?;
-            let version = entry.map(|entry| entry.version);
-            let value = session.as_str().as_bytes().to_vec();
-            match self.store.kv_cas(DOMAIN, &row, version, Some(value)).await {
-                Ok(_) | Err(StoreError::CasConflict { .. }) => {}
-                Err(error) => return Err(error),
-            }
+            self.put(&chain_row(last), session).await?;
+        }
+        // The newest mark is indexed so a client without a key that edits or
+        // regenerates a later message finds the fork point (GW-2).
+        if let Some(hash) = view
+            .marks
+            .last()
+            .and_then(|mark| mark.messages.checked_sub(1))
+            .and_then(|index| view.hashes.get(index))
+        {
+            self.put(&mark_row(hash), session).await?;
         }
         Ok(())
     }

@@ -27,6 +27,32 @@ pub struct ChatRequest {
     /// A session key preferred over `user` (GW-2).
     #[serde(default)]
     pub prompt_cache_key: Option<String>,
+    /// The client's tools: the turn's caller-executed tools (GW-4, ACT-3).
+    #[serde(default)]
+    pub tools: Option<Vec<ChatTool>>,
+}
+
+/// One of the client's tools, in OpenAI's shape.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ChatTool {
+    /// Always `function`.
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    /// The function.
+    pub function: FunctionDeclaration,
+}
+
+/// A client tool's function.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct FunctionDeclaration {
+    /// The name the model calls it by.
+    pub name: String,
+    /// What it does, for the model.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The JSON Schema of its arguments (an object schema; absent: no arguments).
+    #[serde(default)]
+    pub parameters: Option<serde_json::Value>,
 }
 
 /// `stream_options`.
@@ -45,7 +71,8 @@ pub struct ChatMessage {
     /// A string, or a list of content parts.
     #[serde(default)]
     pub content: Option<ChatContent>,
-    /// Tool calls of an assistant message (client tools land later).
+    /// Tool calls of an assistant message (read leniently: only `id`,
+    /// `function.name` and `function.arguments` matter).
     #[serde(default)]
     pub tool_calls: Option<serde_json::Value>,
     /// The call a `tool` message answers.
@@ -188,7 +215,7 @@ pub struct Choice {
     pub index: u32,
     /// The assistant's message.
     pub message: AnswerMessage,
-    /// `stop` or `length`.
+    /// `stop`, `length` or `tool_calls`.
     pub finish_reason: String,
 }
 
@@ -197,11 +224,49 @@ pub struct Choice {
 pub struct AnswerMessage {
     /// Always `assistant`.
     pub role: &'static str,
-    /// The answer's text.
-    pub content: String,
+    /// The answer's text; `null` when the answer is only tool calls.
+    pub content: Option<String>,
     /// The model's reasoning, passed through, when it had any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// The client's tool calls the model made (GW-4); absent when none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCallOut>>,
+}
+
+/// One tool call the client is to run, in OpenAI's shape.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct ToolCallOut {
+    /// The call id its `tool` message must cite.
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The function called.
+    pub function: FunctionCall,
+}
+
+/// The function of a tool call.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct FunctionCall {
+    /// The tool's name.
+    pub name: String,
+    /// The arguments as a JSON text.
+    pub arguments: String,
+}
+
+/// A streamed tool call: the whole call in one delta, at its index (from 0).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct ToolCallDelta {
+    /// The call's position in the answer, from 0.
+    pub index: u32,
+    /// The call id.
+    pub id: String,
+    /// Always `function`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The function called.
+    pub function: FunctionCall,
 }
 
 /// One streamed chunk.
@@ -271,6 +336,9 @@ pub struct Delta {
     /// A piece of the model's reasoning.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning_content: Option<String>,
+    /// The client's tool calls (GW-4).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<ToolCallDelta>>,
 }
 
 /// An error in OpenAI's shape (GW-6).

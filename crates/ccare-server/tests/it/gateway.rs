@@ -7,7 +7,7 @@ use ccare_fake_openai::{Reply, Script, openai_usage};
 use serde_json::{Value, json};
 
 use crate::events::export;
-use crate::rig::Rig;
+use crate::rig::{Rig, RigOptions};
 
 const CHAT: &str = "/v1/chat/completions";
 
@@ -83,6 +83,31 @@ async fn gw_1_models_lists_the_configured_routes() {
     // The gateway is behind the server's bearer token like every route.
     let anonymous = rig.client.get(rig.url("/v1/models")).send().await.unwrap();
     assert_eq!(anonymous.status().as_u16(), 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_1_gateway_models_aliases_are_listed_and_route_upstream() {
+    let rig = Rig::start_with(RigOptions {
+        toml: "[gateway]\nmodels = { \"gpt-4o\" = \"fake/model\" }\n".to_owned(),
+        ..RigOptions::default()
+    })
+    .await;
+    let response = rig.get("/v1/models").await;
+    assert_eq!(
+        response.text().await.unwrap(),
+        r#"{"object":"list","data":[{"id":"fake/model","object":"model","created":0,"owned_by":"fake"},{"id":"gpt-4o","object":"model","created":0,"owned_by":"fake"}]}"#
+    );
+    rig.fake.push(Reply::text("aliased"));
+    let response = chat(
+        &rig,
+        &json!({"model": "gpt-4o", "messages": conversation("s", "hi")}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["model"], "gpt-4o", "the model is echoed as asked");
+    assert_eq!(answer["choices"][0]["message"]["content"], "aliased");
+    assert_eq!(rig.fake.requests()[0].body["model"], "model");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,25 +247,315 @@ async fn gw_2_a_client_key_names_the_session() {
             {"role": "system", "content": "s"},
             {"role": "user", "content": "hi"},
             {"role": "assistant", "content": "a"},
-            {"role": "user", "content": "again"},
+            {"role": "user", "content": "Q-second"},
         ]}))
         .send()
         .await
         .unwrap();
     assert_eq!(second.status().as_u16(), 200);
     assert_eq!(session_of(&second), session);
-    // An edited history under the same key is refused (forks land later), not retried.
+    // An edited message under the same key forks the session after the last answer
+    // the edit keeps (GW-2); the key names the fork from then on.
+    rig.fake.push(Reply::text("c"));
     let edited = chat(
         &rig,
-        &json!({"model": "fake/model", "user": "alice", "messages": conversation("s", "bye")}),
+        &json!({"model": "fake/model", "user": "alice", "messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": "Q-edited"},
+        ]}),
     )
     .await;
-    assert_eq!(edited.status().as_u16(), 409);
-    assert_eq!(edited.headers()["x-should-retry"], "false");
-    assert_eq!(session_of(&edited), session);
-    let body: Value = edited.json().await.unwrap();
-    assert_eq!(body["error"]["code"], "TRANSCRIPT_DIVERGED");
+    assert_eq!(edited.status().as_u16(), 200);
+    let fork = session_of(&edited);
+    assert_ne!(fork, session);
+    let forked = export(&rig, &fork).await;
+    assert!(
+        forked.contains("Q-edited") && !forked.contains("Q-second"),
+        "{forked}"
+    );
+    assert_eq!(forked.matches(r#""type":"turn/end""#).count(), 2);
+    let original = export(&rig, &session).await;
+    assert!(original.contains("Q-second") && !original.contains("Q-edited"));
+    rig.fake.push(Reply::text("d"));
+    let next = chat(
+        &rig,
+        &json!({"model": "fake/model", "user": "alice", "messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": "Q-edited"},
+            {"role": "assistant", "content": "c"},
+            {"role": "user", "content": "go on"},
+        ]}),
+    )
+    .await;
+    assert_eq!(next.status().as_u16(), 200);
+    assert_eq!(session_of(&next), fork);
+    assert_eq!(rig.fake.requests().len(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_2_a_regenerated_answer_forks_without_a_key() {
+    let rig = Rig::start().await;
+    for answer in ["ANS-1", "ANS-2", "ANS-2-regenerated"] {
+        rig.fake.push(Reply::text(answer));
+    }
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("s", "hi")}),
+    )
+    .await;
+    let session = session_of(&first);
+    let longer = json!({"model": "fake/model", "messages": [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "ANS-1"},
+        {"role": "user", "content": "Q-more"},
+    ]});
+    let second = chat(&rig, &longer).await;
+    assert_eq!(session_of(&second), session);
+    // The same request again (a "regenerate"): a fork after "ANS-1", answered anew.
+    let again = chat(&rig, &longer).await;
+    assert_eq!(again.status().as_u16(), 200);
+    let fork = session_of(&again);
+    assert_ne!(fork, session);
+    let answer: Value = again.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "ANS-2-regenerated"
+    );
+    let forked = export(&rig, &fork).await;
+    assert_eq!(forked.matches("Q-more").count(), 1, "{forked}");
+    assert!(
+        forked.contains("ANS-1") && !forked.contains(r#""ANS-2""#),
+        "{forked}"
+    );
+    // The fork's upstream request carried the kept history, not the replaced answer.
+    let requests = rig.fake.requests();
+    let upstream = requests[2].body["messages"].to_string();
+    assert!(
+        upstream.contains("ANS-1") && !upstream.contains("\"ANS-2\""),
+        "{upstream}"
+    );
+}
+
+fn weather_tool() -> Value {
+    json!([{"type": "function", "function": {
+        "name": "get_weather",
+        "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+    }}])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_4_client_tool_calls_go_back_to_the_client_and_results_resume_the_turn() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(
+                0,
+                Some("call_1"),
+                Some("get_weather"),
+                "{\"city\":\"Paris\"}",
+            )
+            .tool_call(
+                1,
+                Some("call_2"),
+                Some("get_weather"),
+                "{\"city\":\"Rome\"}",
+            )
+            .finish("tool_calls")
+            .usage(openai_usage(10, 0, 5, 0)),
+    ));
+    rig.fake.push(Reply::text("Sunny in both"));
+    let mut history = conversation("be brief", "weather in Paris and Rome?");
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = session_of(&first);
+    let (_, text) = masked(&first.text().await.unwrap());
+    assert_eq!(
+        text,
+        r#"{"id":"ID","object":"chat.completion","created":0,"model":"fake/model","choices":[{"index":0,"message":{"role":"assistant","content":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}},{"id":"call_2","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Rome\"}"}}]},"finish_reason":"tool_calls"}],"usage":{"prompt_tokens":10,"completion_tokens":5,"total_tokens":15,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens_details":{"reasoning_tokens":0}}}"#
+    );
+    // Upstream, the client's tool sits beside the host's own tools.
+    let tools = rig.fake.requests()[0].body["tools"].to_string();
+    assert!(
+        tools.contains("get_weather") && tools.contains("context_status"),
+        "{tools}"
+    );
+    // The client sends the calls back (as the SDKs serialize them) with their results.
+    let history_array = history.as_array_mut().unwrap();
+    history_array.push(json!({"role": "assistant", "content": null, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"arguments": "{\"city\": \"Paris\"}", "name": "get_weather"}},
+        {"id": "call_2", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\":\"Rome\"}"}},
+    ]}));
+    history_array.push(json!({"role": "tool", "tool_call_id": "call_2", "content": "sunny 25C"}));
+    history_array.push(json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny 20C"}));
+    let second = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    assert_eq!(second.status().as_u16(), 200);
+    assert_eq!(session_of(&second), session);
+    let answer: Value = second.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "Sunny in both");
+    assert_eq!(answer["choices"][0]["finish_reason"], "stop");
+    // One turn in the log: the caller's calls and their results, then the answer.
+    let exported = export(&rig, &session).await;
+    assert_eq!(exported.matches(r#""type":"turn/end""#).count(), 1);
+    assert_eq!(
+        exported.matches(r#""type":"tool/result""#).count(),
+        2,
+        "{exported}"
+    );
+    assert_eq!(
+        exported.matches(r#""executor":"caller""#).count(),
+        2,
+        "{exported}"
+    );
+    let upstream = rig.fake.requests()[1].body["messages"].to_string();
+    assert!(
+        upstream.contains("sunny 20C") && upstream.contains("sunny 25C"),
+        "{upstream}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_4_host_tools_run_server_side_and_a_stream_carries_only_client_calls() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(0, Some("call_h"), Some("context_status"), "{}")
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .text("Checking.")
+            .tool_call(
+                0,
+                Some("call_c"),
+                Some("get_weather"),
+                "{\"city\":\"Oslo\"}",
+            )
+            .finish("tool_calls"),
+    ));
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("s", "Oslo?"), "tools": weather_tool(), "stream": true}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    let session = session_of(&response);
+    let body = response.text().await.unwrap();
+    assert!(
+        !body.contains("context_status") && !body.contains("call_h"),
+        "{body}"
+    );
+    let lines = data_lines(&body);
+    let chunks: Vec<Value> = lines[..lines.len() - 1]
+        .iter()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(lines.last().unwrap(), "[DONE]");
+    let deltas: Vec<String> = chunks
+        .iter()
+        .map(|chunk| chunk["choices"][0]["delta"].to_string())
+        .collect();
+    assert_eq!(
+        deltas,
+        vec![
+            r#"{"role":"assistant","content":""}"#.to_owned(),
+            r#"{"content":"Checking."}"#.to_owned(),
+            r#"{"tool_calls":[{"index":0,"id":"call_c","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Oslo\"}"}}]}"#.to_owned(),
+            "{}".to_owned(),
+        ]
+    );
+    assert_eq!(
+        chunks.last().unwrap()["choices"][0]["finish_reason"],
+        "tool_calls"
+    );
+    // The host's call ran: its result is in the log and went upstream.
+    let exported = export(&rig, &session).await;
+    assert_eq!(
+        exported.matches(r#""type":"tool/result""#).count(),
+        1,
+        "{exported}"
+    );
     assert_eq!(rig.fake.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_4_a_result_for_a_call_the_client_never_got_is_400_not_retried() {
+    let rig = Rig::start().await;
+    // In a new conversation.
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "tool", "tool_call_id": "call_x", "content": "made up"},
+        ]}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 400);
+    assert_eq!(response.headers()["x-should-retry"], "false");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "TOOL_RESULTS_MISMATCH");
+    assert_eq!(
+        body["error"]["message"],
+        r#"messages: a tool message answers the call "call_x", which this gateway never sent (the session awaits no tool results)"#
+    );
+    // In a session that awaits other calls.
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(0, Some("call_1"), Some("get_weather"), "{}")
+            .finish("tool_calls"),
+    ));
+    let mut history = conversation("s", "weather?");
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    let session = session_of(&first);
+    history.as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}),
+        json!({"role": "tool", "tool_call_id": "call_9", "content": "?"}),
+    ]);
+    let wrong = chat(&rig, &json!({"model": "fake/model", "messages": history})).await;
+    assert_eq!(wrong.status().as_u16(), 400);
+    assert_eq!(wrong.headers()["x-should-retry"], "false");
+    assert_eq!(session_of(&wrong), session);
+    let body: Value = wrong.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "TOOL_RESULTS_MISMATCH");
+    assert_eq!(
+        body["error"]["message"],
+        r#"messages: a tool message answers the call "call_9", which this gateway never sent; the session awaits results for ["call_1"]"#
+    );
+    // A bad declaration is named as the sessions API names it.
+    let bad = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("s", "x"), "tools": [{"type": "function", "function": {"name": "bad name"}}]}),
+    )
+    .await;
+    assert_eq!(bad.status().as_u16(), 400);
+    assert_eq!(bad.headers()["x-should-retry"], "false");
+    let body: Value = bad.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "INVALID_TOOLS", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("tools[0].name:"),
+        "{body}"
+    );
+    assert_eq!(rig.fake.requests().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -469,13 +784,35 @@ out["second"] = {"session": raw.headers["x-ccare-session"], "content": "".join(p
 client.chat.completions.create(model="fake/model", user="k", messages=[{"role": "user", "content": "keyed"}])
 before = len(attempts)
 try:
-    client.chat.completions.create(model="fake/model", user="k", messages=[{"role": "user", "content": "edited"}])
+    client.chat.completions.create(model="fake/model", user="k", messages=[{"role": "user", "content": "keyed"}, {"role": "tool", "tool_call_id": "never_sent", "content": "x"}])
     out["refused"] = None
 except openai.APIStatusError as error:
     out["refused"] = {"status": error.status_code, "code": error.code, "attempts": len(attempts) - before}
 before = len(attempts)
 retried = client.chat.completions.create(model="fake/model", messages=[{"role": "user", "content": "retry me"}])
 out["retried"] = {"content": retried.choices[0].message.content, "attempts": len(attempts) - before}
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "weather",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+messages = [{"role": "user", "content": "weather in Paris and Rome?"}]
+calls, finish = {}, None
+for chunk in client.chat.completions.create(model="fake/model", messages=messages, tools=tools, stream=True):
+    if chunk.choices:
+        for call in chunk.choices[0].delta.tool_calls or []:
+            known = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+            known["id"] = call.id or known["id"]
+            known["name"] += call.function.name or ""
+            known["arguments"] += call.function.arguments or ""
+        finish = chunk.choices[0].finish_reason or finish
+ordered = [calls[index] for index in sorted(calls)]
+messages.append({"role": "assistant", "content": None, "tool_calls": [
+    {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": call["arguments"]}}
+    for call in ordered]})
+for call in ordered:
+    messages.append({"role": "tool", "tool_call_id": call["id"], "content": "sunny in " + json.loads(call["arguments"])["city"]})
+raw = client.chat.completions.with_raw_response.create(model="fake/model", messages=messages, tools=tools)
+answer = raw.parse()
+out["tools"] = {"indexes": sorted(calls), "calls": ordered, "finish": finish,
+                "answer": answer.choices[0].message.content, "session": raw.headers["x-ccare-session"]}
 print(json.dumps(out))
 "#;
 
@@ -534,6 +871,19 @@ async fn gw_1_the_official_openai_python_sdk_talks_to_the_gateway() {
     rig.fake.push(Reply::text("keyed answer"));
     rig.fake.push(Reply::rate_limited(1));
     rig.fake.push(Reply::text("after retry"));
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(0, Some("call_p"), Some("get_weather"), "{\"city\":")
+            .tool_call(0, None, None, "\"Paris\"}")
+            .tool_call(
+                1,
+                Some("call_r"),
+                Some("get_weather"),
+                "{\"city\":\"Rome\"}",
+            )
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::text("Sunny in both"));
     let (base, token) = (rig.base.clone(), rig.token.clone());
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(python)
@@ -562,17 +912,168 @@ async fn gw_1_the_official_openai_python_sdk_talks_to_the_gateway() {
         out["second"],
         json!({"session": session, "content": "Fine thanks", "finish": "stop", "usage": 12})
     );
-    // The refusal is a 409 the SDK retries by default: x-should-retry: false stops it.
+    // A result for a call the client never got: refused once, not retried.
     assert_eq!(
         out["refused"],
-        json!({"status": 409, "code": "TRANSCRIPT_DIVERGED", "attempts": 1})
+        json!({"status": 400, "code": "TOOL_RESULTS_MISMATCH", "attempts": 1})
     );
     // The upstream's 429 passes through with retry-after, and the SDK retries it.
     assert_eq!(
         out["retried"],
         json!({"content": "after retry", "attempts": 2})
     );
-    assert_eq!(rig.fake.requests().len(), 5);
+    // A two-round client tool loop, streamed then not: parallel calls at indexes 0
+    // and 1, their results resume the same session's turn.
+    assert_eq!(
+        out["tools"]["calls"],
+        json!([
+            {"id": "call_p", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"},
+            {"id": "call_r", "name": "get_weather", "arguments": "{\"city\":\"Rome\"}"},
+        ])
+    );
+    assert_eq!(out["tools"]["indexes"], json!([0, 1]));
+    assert_eq!(out["tools"]["finish"], "tool_calls");
+    assert_eq!(out["tools"]["answer"], "Sunny in both");
+    let tool_session = out["tools"]["session"].as_str().unwrap();
+    let tool_log = export(&rig, tool_session).await;
+    assert_eq!(tool_log.matches(r#""type":"tool/result""#).count(), 2);
+    assert!(tool_log.contains("sunny in Paris") && tool_log.contains("sunny in Rome"));
+    assert_eq!(tool_log.matches(r#""type":"turn/end""#).count(), 1);
+    assert_eq!(rig.fake.requests().len(), 7);
     let exported = export(&rig, session).await;
     assert_eq!(exported.matches(r#""type":"turn/end""#).count(), 2);
+}
+
+/// The summary the fake model writes for a compaction request (the sections context
+/// care's summary check asks for).
+const SUMMARY: &str = "## Primary Request and Intent\n- read the seeded history\n## Key Technical Concepts\n(none)\n## Files and Code\n(none)\n## Errors and Fixes\n(none)\n## Pending Jobs\n(none)\n## Current Work\n- reading\n## Next Step\n- continue\n## Critical Context\n(none)";
+
+/// Every assistant message with tool calls is followed by one tool message per call,
+/// and every tool message answers a call made before it.
+fn assert_tool_pairs(messages: &[Value]) {
+    let mut open: Vec<String> = Vec::new();
+    for message in messages {
+        if message["role"] == "tool" {
+            let id = message["tool_call_id"].as_str().unwrap().to_owned();
+            assert!(
+                open.contains(&id),
+                "a result without its call: {messages:?}"
+            );
+            open.retain(|known| *known != id);
+            continue;
+        }
+        assert!(
+            open.is_empty(),
+            "calls without results {open:?}: {messages:?}"
+        );
+        for call in message["tool_calls"].as_array().into_iter().flatten() {
+            open.push(call["id"].as_str().unwrap().to_owned());
+        }
+    }
+}
+
+/// GW-7 and GW-3 on the fake's 16 000-token window: a long conversation (with client
+/// tool rounds) through the gateway until context care compacts; the client never
+/// sees an error, the response whose upstream request changed names the operation in
+/// `x-ccare-compacted` (the journal's id, as the series shows it), every upstream
+/// request stays under H and keeps its tool pairs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_7_a_compaction_is_reported_and_upstream_requests_stay_whole() {
+    let rig = Rig::start().await;
+    rig.fake.respond_with(|request| {
+        let last = request.body["messages"]
+            .as_array()
+            .and_then(|all| all.last().cloned());
+        let last = last.unwrap_or_default();
+        if request.header("x-ccare-purpose") == Some("compaction") {
+            Reply::Chunks(Script::new().text(SUMMARY).finish("stop"))
+        } else if last["role"] == "user" && last.to_string().contains("CALL") {
+            Reply::Chunks(
+                Script::new()
+                    .tool_call(
+                        0,
+                        Some(&format!("call_{}", request.body.to_string().len())),
+                        Some("get_weather"),
+                        "{\"city\":\"Oslo\"}",
+                    )
+                    .finish("tool_calls"),
+            )
+        } else {
+            Reply::text("noted")
+        }
+    });
+    let filler = "The quick brown fox jumps over the lazy dog while the parser reads its input. "
+        .repeat(100);
+    let mut history = vec![json!({"role": "system", "content": "be brief"})];
+    let mut compacted = None;
+    let mut session = None;
+    for turn in 0..12 {
+        let call = if turn % 3 == 1 { " CALL" } else { "" };
+        history.push(json!({"role": "user", "content": format!("Turn {turn}{call}: {filler}")}));
+        let response = chat(
+            &rig,
+            &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+        )
+        .await;
+        assert_eq!(response.status().as_u16(), 200, "turn {turn}");
+        let id = session_of(&response);
+        assert_eq!(session.get_or_insert_with(|| id.clone()), &id);
+        let header = response
+            .headers()
+            .get("x-ccare-compacted")
+            .map(|value| value.to_str().unwrap().to_owned());
+        let mut answer: Value = response.json().await.unwrap();
+        let message = answer["choices"][0]["message"].take();
+        history.push(message.clone());
+        if let Some(calls) = message["tool_calls"].as_array() {
+            for call in calls {
+                history
+                    .push(json!({"role": "tool", "tool_call_id": call["id"], "content": "sunny"}));
+            }
+            let response = chat(
+                &rig,
+                &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+            )
+            .await;
+            assert_eq!(response.status().as_u16(), 200, "turn {turn} results");
+            let mut answer: Value = response.json().await.unwrap();
+            assert_eq!(answer["choices"][0]["message"]["content"], "noted");
+            history.push(answer["choices"][0]["message"].take());
+        }
+        if let Some(header) = header {
+            compacted = Some(header);
+            break;
+        }
+    }
+    let compacted = compacted.expect("context care compacted within 12 turns");
+    let session = session.unwrap();
+    let series: Value = rig
+        .get_json(&format!("/api/sessions/{session}/context/series"))
+        .await;
+    let operations: Vec<String> = series["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|operation| operation["outcome"] == "committed")
+        .map(|operation| operation["operationId"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(!operations.is_empty());
+    for id in compacted.split(", ") {
+        assert!(
+            operations.contains(&id.to_owned()),
+            "{id} not in {operations:?}"
+        );
+    }
+    for point in series["points"].as_array().unwrap() {
+        assert!(
+            point["inputTokens"].as_i64().unwrap()
+                <= point["budget"]["hardInput"].as_i64().unwrap(),
+            "{point}"
+        );
+    }
+    for request in rig.fake.requests() {
+        if request.header("x-ccare-purpose") == Some("conversation") {
+            assert_tool_pairs(request.body["messages"].as_array().unwrap());
+        }
+    }
 }
