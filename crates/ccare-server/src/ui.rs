@@ -97,6 +97,11 @@ pub(crate) const APP_ASSETS: &[Asset] = &[
         body: include_str!("../ui/prompts.js"),
     },
     Asset {
+        name: "detail.js",
+        content_type: JS,
+        body: include_str!("../ui/detail.js"),
+    },
+    Asset {
         name: "rules.js",
         content_type: JS,
         body: include_str!("../ui/rules.js"),

@@ -227,3 +227,45 @@ export async function exportSession(id) {
     throw new ApiError("body", `reading the export failed (${failure.message})`, response.status);
   }
 }
+
+/** GET /context-care/actions/{op}: one maintenance action in detail (CC-EXT-3), validated. */
+export async function actionDetailOf(id, op) {
+  const query = new URLSearchParams({ sessionId: id });
+  const detail = await call("GET", `/context-care/actions/${encodeURIComponent(op)}?${query}`);
+  expectFields("action detail", detail, ["operationId", "replacements", "undoneAtSeq"]);
+  if (!Array.isArray(detail.replacements)) {
+    throw new ApiError("validation", "action detail: replacements must be a list");
+  }
+  for (const range of detail.replacements) {
+    expectFields("replaced range", range, ["newSeq", "shadowed", "checkpoint", "live"]);
+    if (!Array.isArray(range.shadowed)) {
+      throw new ApiError("validation", "replaced range: shadowed must be a list");
+    }
+  }
+  return detail;
+}
+
+/** POST /context-care/actions/{op}/undo: resolves to the outcome once durable; a refusal is an http 409 ApiError. */
+export function undoAction(id, op) {
+  const query = new URLSearchParams({ sessionId: id });
+  return call("POST", `/context-care/actions/${encodeURIComponent(op)}/undo?${query}`);
+}
+
+/** The operation id of the maintenance action whose replace node is `seq`, or null. */
+export async function operationOfCheckpoint(id, seq) {
+  let offset = 0;
+  for (;;) {
+    const page = await actionsOf(id, 200, offset);
+    for (const record of page.actions) {
+      const data = record.data && typeof record.data === "object" ? record.data : {};
+      const ranges = Array.isArray(data.replacements) ? data.replacements : [];
+      if (typeof data.operationId === "string" && ranges.some((range) => range && range.newSeq === seq)) {
+        return data.operationId;
+      }
+    }
+    if (typeof page.nextOffset !== "number" || page.nextOffset <= offset) {
+      return null;
+    }
+    offset = page.nextOffset;
+  }
+}

@@ -4,9 +4,10 @@
 // UI-7 chart (refreshed when a turn goes idle), and the language switch. The open
 // session is kept in the URL (#/s/<id>), so a reload comes back to it.
 
-import { cancelTurn, createSession, eventsOf, exportSession, forkSession, listSessions, sendMessage } from "./api.js";
+import { cancelTurn, createSession, eventsOf, exportSession, forkSession, listSessions, operationOfCheckpoint, sendMessage } from "./api.js";
 import { Conversation, el } from "./chat.js";
 import { Chart } from "./chart.js";
+import { showDetail } from "./detail.js";
 import { Indicator } from "./indicator.js";
 import { Panel } from "./panel.js";
 import { Prompts } from "./prompts.js";
@@ -122,7 +123,7 @@ function openSession(id) {
   dom.exportButton.hidden = false;
   showStatus(null);
   const indicator = new Indicator(id);
-  const panel = new Panel(id);
+  const panel = new Panel(id, undone);
   const chart = new Chart(id);
   const prompts = new Prompts(id);
   const rules = new Rules(id);
@@ -143,6 +144,7 @@ function openSession(id) {
       prompts.showSeq(seq);
     },
     fork,
+    checkpoint: (seq, node) => openCheckpoint(id, seq, node),
   });
   const source = eventsOf(id);
   open = { id, source, conversation, indicator, panel, chart, prompts, rules, state: "idle" };
@@ -170,6 +172,7 @@ function openSession(id) {
     "turn/end",
     "request/header",
     "request/context",
+    "compaction/undo",
   ]) {
     listen(type);
   }
@@ -185,6 +188,31 @@ function openSession(id) {
   showView(view);
   refreshSessions();
   dom.input.focus();
+}
+
+/** Draws the detail of the maintenance action that wrote checkpoint `seq` into `node` (CC-EXT-3). */
+async function openCheckpoint(id, seq, node) {
+  let op;
+  try {
+    op = await operationOfCheckpoint(id, seq);
+  } catch (failure) {
+    node.replaceChildren(el("p", "error", failure.describe ? failure.describe() : String(failure)));
+    return;
+  }
+  if (op === null) {
+    node.replaceChildren(el("p", "empty", texts.noOperation(seq)));
+    return;
+  }
+  await showDetail(node, id, op, undone);
+}
+
+/** After an undo is durable: reloads the open session (the shadowed messages are live again). */
+function undone(op) {
+  if (!open) {
+    return;
+  }
+  openSession(open.id);
+  showStatus(texts.undone(op));
 }
 
 /** A one-line note under the chat's head (fork and export results); null hides it. */

@@ -84,10 +84,11 @@ export class Conversation {
   /**
    * @param {HTMLOListElement} list where the messages go
    * @param {{boundary: () => void, state: (state: string) => void, idle?: () => void,
-   *   details?: (seq: number) => void, fork?: (seq: number) => void}} on what to call at a
+   *   details?: (seq: number) => void, fork?: (seq: number) => void,
+   *   checkpoint?: (seq: number, node: HTMLElement) => void}} on what to call at a
    *   request boundary, when the session's state changes, when the stream says the
    *   session went idle (live only), when a notice's *details* is clicked and when
-   *   *fork here* is
+   *   *fork here* is, and when a checkpoint row is opened (draw its detail into `node`)
    */
   constructor(list, on) {
     this.list = list;
@@ -95,6 +96,9 @@ export class Conversation {
     this.live = new Map(); // callId → {item, blocks: Map(index → element)}
     this.tools = new Map(); // callId → {row, status, result}
     this.lastAssistant = new Map(); // turn → the last assistant item
+    this.bySeq = new Map(); // seq → the element drawn for that committed event
+    this.surface = []; // the live seqs, in order (H-EVT surface ops replayed)
+    this.shadowedBy = new Map(); // replace node seq → the seqs it shadowed
   }
 
   /** Appends `item`, keeping the view at the bottom if it was there. */
@@ -144,7 +148,7 @@ export class Conversation {
         this.toolRow(body.call_id, body.name, body.arguments);
         break;
       case "tool/result":
-        this.toolResult(body);
+        this.toolResult(body, data.seq);
         break;
       case "turn/start":
         this.on.state("running");
@@ -158,6 +162,64 @@ export class Conversation {
       default:
         break;
     }
+    this.surfaceOp(data);
+  }
+
+  /**
+   * Replays an event's surface op (append, replace, restore) so that messages a
+   * checkpoint shadows are marked as such, and are live again once it is undone.
+   */
+  surfaceOp(event) {
+    const op = event && event.surface && typeof event.surface === "object" ? event.surface : null;
+    const seq = event ? event.seq : undefined;
+    if (!op || typeof seq !== "number") {
+      return;
+    }
+    if (op.op === "append") {
+      this.surface.push(seq);
+    } else if (op.op === "replace") {
+      const from = this.surface.indexOf(op.start_seq);
+      const to = this.surface.indexOf(op.end_seq);
+      if (from < 0 || to < from) {
+        this.surface.push(seq);
+        return;
+      }
+      const removed = this.surface.splice(from, to - from + 1, seq);
+      this.shadowedBy.set(seq, removed);
+      for (const gone of removed) {
+        this.markShadowed(gone, true);
+      }
+    } else if (op.op === "restore") {
+      const target = op.replace_seq;
+      const at = this.surface.indexOf(target);
+      const restored = this.shadowedBy.get(target);
+      if (at < 0 || !restored) {
+        return;
+      }
+      this.surface.splice(at, 1, ...restored);
+      this.shadowedBy.delete(target);
+      this.markShadowed(target, true);
+      for (const back of restored) {
+        this.markShadowed(back, false);
+      }
+      const checkpoint = this.bySeq.get(target);
+      if (checkpoint && checkpoint.classList.contains("checkpoint")) {
+        checkpoint.classList.add("undone");
+        const label = checkpoint.querySelector(".checkpoint-state");
+        if (label) {
+          label.textContent = texts.checkpointUndone(seq);
+        }
+      }
+    }
+  }
+
+  /** Marks the element of `seq` as shadowed by a checkpoint (or live again). */
+  markShadowed(seq, shadowed) {
+    const node = this.bySeq.get(seq);
+    if (node) {
+      node.classList.toggle("shadowed", shadowed);
+      node.title = shadowed ? texts.shadowedNote : "";
+    }
   }
 
   userMessage(message, seq) {
@@ -170,7 +232,16 @@ export class Conversation {
     } else if (source.kind === "compact-checkpoint") {
       item = el("li", "row checkpoint");
       const details = el("details");
-      details.append(el("summary", "", texts.checkpoint), el("pre", "text", text));
+      const summary = el("summary");
+      summary.append(el("span", "", texts.checkpoint), el("span", "checkpoint-state", ""));
+      // Opening the row loads what it replaced beside its text, and its Undo (CC-EXT-3).
+      const detail = el("div", "checkpoint-detail");
+      details.append(summary, el("pre", "text", text), detail);
+      details.addEventListener("toggle", () => {
+        if (details.open && this.on.checkpoint) {
+          this.on.checkpoint(seq, detail);
+        }
+      });
       item.append(details, this.detailsLink(seq));
     } else {
       item = el("li", "row notice");
@@ -179,6 +250,7 @@ export class Conversation {
       item.append(details, this.detailsLink(seq));
     }
     item.dataset.seq = String(seq);
+    this.bySeq.set(seq, item);
     this.append(item);
   }
 
@@ -288,6 +360,7 @@ export class Conversation {
       item.append(el("div", "stop", texts.interrupted));
     }
     item.dataset.seq = String(seq);
+    this.bySeq.set(seq, item);
     this.lastAssistant.set(body.turn, item);
   }
 
@@ -319,7 +392,7 @@ export class Conversation {
     return tool.row;
   }
 
-  toolResult(body) {
+  toolResult(body, seq) {
     const blocks = (body.message && body.message.content) || [];
     for (const block of Array.isArray(blocks) ? blocks : []) {
       if (!block || block.type !== "tool-result") {
@@ -334,6 +407,9 @@ export class Conversation {
       const failed = block.is_error || Boolean(body.error);
       found.status.textContent = failed ? texts.toolFailed : "";
       found.row.classList.toggle("failed", failed);
+      if (typeof seq === "number") {
+        this.bySeq.set(seq, found.row);
+      }
     }
   }
 

@@ -7,6 +7,7 @@
 
 import { actionsOf, contextReportOf } from "./api.js";
 import { el } from "./chat.js";
+import { showDetail } from "./detail.js";
 import { grouped, texts } from "./texts.js";
 
 /** Rows per page (UI-6). */
@@ -93,7 +94,7 @@ function when(at) {
 }
 
 /** One maintenance row: action, status, time, input before → after; its details on demand. */
-function actionRow(record) {
+function actionRow(record, id, onUndone) {
   const data = record.data && typeof record.data === "object" ? record.data : {};
   const status = typeof data.outcome === "string" ? data.outcome : texts.running_;
   const item = el("li", "action-row");
@@ -129,15 +130,24 @@ function actionRow(record) {
       rawText.textContent = JSON.stringify(record, null, 2);
     }
   });
-  details.append(summary, facts, raw);
+  // The same detail view as the chat's checkpoint row (CC-EXT-3), loaded on opening.
+  const detail = el("div", "action-detail");
+  details.addEventListener("toggle", () => {
+    if (details.open && typeof data.operationId === "string") {
+      showDetail(detail, id, data.operationId, onUndone);
+    }
+  });
+  details.append(summary, facts, detail, raw);
   item.append(details);
   return item;
 }
 
 /** The panel of session `id`: at most one load in flight, a load asked meanwhile runs after it. */
 export class Panel {
-  constructor(id) {
+  /** `onUndone(op)`: what to do once an undo from a row's detail is durable. */
+  constructor(id, onUndone) {
     this.id = id;
+    this.onUndone = onUndone;
     this.offset = 0;
     this.closed = false;
     this.running = false;
@@ -185,7 +195,7 @@ export class Panel {
         this.again = true;
         return;
       }
-      const rows = page.actions.map(actionRow);
+      const rows = page.actions.map((record) => actionRow(record, this.id, this.onUndone));
       if (rows.length === 0) {
         rows.push(el("li", "empty", texts.noActions));
       }

@@ -169,6 +169,29 @@ const en = {
   saved: "Saved",
   changedElsewhere: "Changed elsewhere, reloaded",
   saveFailed: (message) => `Not saved: ${message}`,
+  // CC-EXT-3
+  detailLoading: "Loading the detail…",
+  noOperation: (seq) => `No maintenance action wrote the checkpoint at seq ${seq}`,
+  replacedEvents: (from, to) => `Replaced (seq ${from}–${to})`,
+  checkpointText: "Checkpoint text",
+  summaryUsage: "Summary call usage",
+  usageOf: (input, cacheRead, cacheWrite, output) => `input ${input}, cache read ${cacheRead}, cache write ${cacheWrite}, output ${output}`,
+  coverage: "Coverage",
+  coverageOf: (leaves, parents, depth) => `${leaves} events, ${parents} earlier checkpoints, depth ${depth}`,
+  undoneAt: "Undone",
+  undo: "Undo",
+  undoing: "Undoing…",
+  undone: (op) => `Undid ${op}: the replaced messages are live again`,
+  checkpointUndone: (seq) => ` · undone (seq ${seq})`,
+  shadowedNote: "Replaced by a checkpoint: not in the next request",
+  undoRefused: {
+    ALREADY_UNDONE: "it was already undone",
+    UNDO_OVER_SOFT_THRESHOLD: "the restored request would go over the soft threshold",
+    UNDO_NOT_LATEST: "a later compaction must be undone first",
+    SESSION_BUSY: "the session is busy; try again when the turn ends",
+  },
+  undoRefusedLine: (why, message) => `Undo refused: ${why} — ${message}`,
+  undoFailed: (line) => `Undo failed: ${line}`,
 };
 
 const zh = {
@@ -325,6 +348,29 @@ const zh = {
   saved: "已保存",
   changedElsewhere: "已在别处修改，已重新加载",
   saveFailed: (message) => `未保存：${message}`,
+  // CC-EXT-3
+  detailLoading: "正在加载详情…",
+  noOperation: (seq) => `没有维护操作写入 seq ${seq} 处的检查点`,
+  replacedEvents: (from, to) => `被替换的内容（seq ${from}–${to}）`,
+  checkpointText: "检查点文本",
+  summaryUsage: "摘要调用用量",
+  usageOf: (input, cacheRead, cacheWrite, output) => `输入 ${input}，缓存读取 ${cacheRead}，缓存写入 ${cacheWrite}，输出 ${output}`,
+  coverage: "覆盖范围",
+  coverageOf: (leaves, parents, depth) => `${leaves} 个事件，${parents} 个先前检查点，深度 ${depth}`,
+  undoneAt: "已撤销",
+  undo: "撤销",
+  undoing: "正在撤销…",
+  undone: (op) => `已撤销 ${op}：被替换的消息重新生效`,
+  checkpointUndone: (seq) => ` · 已撤销（seq ${seq}）`,
+  shadowedNote: "已被检查点替换：不在下一次请求中",
+  undoRefused: {
+    ALREADY_UNDONE: "该操作已被撤销",
+    UNDO_OVER_SOFT_THRESHOLD: "恢复后的请求会超过软阈值",
+    UNDO_NOT_LATEST: "必须先撤销之后的压缩",
+    SESSION_BUSY: "会话正忙，请在本轮结束后重试",
+  },
+  undoRefusedLine: (why, message) => `撤销被拒绝：${why} — ${message}`,
+  undoFailed: (line) => `撤销失败：${line}`,
 };
 
 const TABLES = { en, zh };

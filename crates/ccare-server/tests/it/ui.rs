@@ -1078,3 +1078,169 @@ async fn kd_2_ui_3_a_loop_is_stopped_by_stream_watch_its_notice_is_located_and_t
     client.close().await.unwrap();
     drop(driver);
 }
+
+/// CC-EXT-3 in a browser: a deep rest the model asks for (the scripting of
+/// `undo::cc_ext_3_a_deep_rest_is_shown_then_undone_once_over_http`) shadows the first
+/// prompt; the chat's checkpoint row opens what it replaced beside its text, Undo makes
+/// the prompt live again and the next request grows back; a second Undo is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn cc_ext_3_ui_a_checkpoint_row_opens_its_diff_and_undo_restores_the_history_once() {
+    let Some((chromium, chromedriver)) = browser_programs() else {
+        return;
+    };
+    let rig = Rig::start().await;
+    let recovery = format!("search the log for 'fox'. {}", "r".repeat(1000));
+    let arguments = json!({"note": "n".repeat(1200), "deep": true, "recovery": recovery});
+    rig.fake.push(Reply::text("read it"));
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(
+                0,
+                Some("call_rest"),
+                Some("context_rest"),
+                arguments.to_string(),
+            )
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::text("continuing"));
+    let id = create_session(&rig).await;
+    let mut sse = Sse::open(&rig, &format!("/api/sessions/{id}/events"), None).await;
+    let first = format!(
+        "Turn 0: please read this. {}",
+        "The quick brown fox jumps over the lazy dog while the parser reads its input. "
+            .repeat(100)
+    );
+    prompt(&rig, &id, &first).await;
+    sse.until_idle().await;
+    prompt(&rig, &id, "now rest deeply").await;
+    sse.until_idle().await;
+    let page: Value = rig
+        .get_json(&format!("/context-care/actions?sessionId={id}&limit=200"))
+        .await;
+    let deep = page["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|record| record["data"]["action"] == "deep-rest")
+        .unwrap()
+        .clone();
+    let op = deep["data"]["operationId"].as_str().unwrap().to_owned();
+    let seq = deep["data"]["replacements"][0]["newSeq"].as_u64().unwrap();
+    let before: Value = rig.get_json(&format!("/api/sessions/{id}/context")).await;
+    let before_input = before["inputTokens"].as_u64().unwrap();
+
+    let driver = start_driver(&chromedriver).await;
+    let client = browser(&driver, &chromium).await;
+    open_in_english(&client, &rig, &id).await;
+    let row = format!("li.checkpoint[data-seq=\"{seq}\"]");
+    eventually("the checkpoint row", || async {
+        text_of(&client, &row).await.map(|_| ())
+    })
+    .await;
+    // The shadowed prompt is marked in the chat, not hidden.
+    let shadowed = format!(
+        "li.message.user[data-seq=\"{}\"]",
+        deep["data"]["replacements"][0]["oldStartSeq"]
+            .as_u64()
+            .unwrap()
+    );
+    assert!(
+        text_of(&client, &shadowed)
+            .await
+            .unwrap()
+            .contains("Turn 0: please read this.")
+    );
+    assert_eq!(class_of(&client, &shadowed).await, "message user shadowed");
+    click(&client, &format!("{row} summary")).await;
+    let old = eventually("the replaced text", || async {
+        let text = text_of(&client, &format!("{row} .diff-old")).await?;
+        text.contains("Turn 0: please read this.").then_some(text)
+    })
+    .await;
+    assert!(old.starts_with("Replaced (seq "), "{old}");
+    let new = text_of(&client, &format!("{row} .diff-new")).await.unwrap();
+    assert!(new.starts_with("Checkpoint text"), "{new}");
+    assert!(new.contains("search the log for 'fox'."), "{new}");
+    let input = text_of(&client, &format!("{row} dd.detail-input"))
+        .await
+        .unwrap();
+    assert_eq!(
+        input,
+        format!(
+            "{} → {}",
+            tokens(deep["data"]["beforeInput"].as_u64().unwrap()),
+            tokens(deep["data"]["afterInput"].as_u64().unwrap())
+        )
+    );
+    assert_eq!(
+        text_of(&client, &format!("{row} dd.detail-undone")).await,
+        Some("no".to_owned())
+    );
+    client
+        .execute(
+            "document.querySelector(arguments[0]).scrollIntoView()",
+            vec![json!(format!("{row} .diff"))],
+        )
+        .await
+        .unwrap();
+    screenshot(&client, "ui_checkpoint_diff.png").await;
+
+    click(&client, &format!("{row} button.undo")).await;
+    // The session reloads: the checkpoint row is marked undone, the prompt live again.
+    let detail_path = format!("/context-care/actions/{op}?sessionId={id}");
+    let undo_seq = eventually("the undo to be durable", || async {
+        let detail: Value = rig.get_json(&detail_path).await;
+        detail["undoneAtSeq"].as_u64()
+    })
+    .await;
+    until_text(
+        &client,
+        &format!("{row} .checkpoint-state"),
+        &format!("· undone (seq {undo_seq})"),
+    )
+    .await;
+    assert!(class_of(&client, &row).await.contains("undone"));
+    assert_eq!(count_of(&client, ".shadowed:not(.checkpoint)").await, 0);
+    assert_eq!(class_of(&client, &shadowed).await, "message user");
+    assert_eq!(count_of(&client, "li.message.user").await, 2);
+    until_text(
+        &client,
+        "#chat-status",
+        &format!("Undid {op}: the replaced messages are live again"),
+    )
+    .await;
+    client
+        .execute(
+            "document.querySelector(arguments[0]).scrollIntoView()",
+            vec![json!(row)],
+        )
+        .await
+        .unwrap();
+    screenshot(&client, "ui_checkpoint_undone.png").await;
+    // The next request grows back.
+    let after: Value = rig.get_json(&format!("/api/sessions/{id}/context")).await;
+    assert!(
+        after["inputTokens"].as_u64().unwrap() > before_input,
+        "{after} after {before_input}"
+    );
+
+    // A second Undo is refused with its reason.
+    click(&client, &format!("{row} summary")).await;
+    until_text(
+        &client,
+        &format!("{row} dd.detail-undone"),
+        &format!("#{undo_seq}"),
+    )
+    .await;
+    click(&client, &format!("{row} button.undo")).await;
+    until_text(
+        &client,
+        &format!("{row} .undo-error"),
+        &format!(
+            "Undo refused: it was already undone — action {op} was already undone (seq {undo_seq})"
+        ),
+    )
+    .await;
+    client.close().await.unwrap();
+    drop(driver);
+}
