@@ -816,13 +816,17 @@ out["tools"] = {"indexes": sorted(calls), "calls": ordered, "finish": finish,
 print(json.dumps(out))
 "#;
 
+/// The cargo target directory, where the real clients are installed once and reused.
+fn target_dir() -> std::path::PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+}
+
 /// The venv's python with the pinned SDK, created under `target/` when missing;
 /// `None` (with a printed note) when Python or PyPI is not there and this is not CI.
 fn sdk_python() -> Option<std::path::PathBuf> {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let venv = target.join("gateway-venv");
+    let venv = target_dir().join("gateway-venv");
     let python = venv.join("bin/python");
     let ready = |python: &std::path::Path| {
         std::process::Command::new(python)
@@ -948,6 +952,41 @@ async fn gw_1_the_official_openai_python_sdk_talks_to_the_gateway() {
 /// care's summary check asks for).
 const SUMMARY: &str = "## Primary Request and Intent\n- read the seeded history\n## Key Technical Concepts\n(none)\n## Files and Code\n(none)\n## Errors and Fixes\n(none)\n## Pending Jobs\n(none)\n## Current Work\n- reading\n## Next Step\n- continue\n## Critical Context\n(none)";
 
+/// The fake model of the long conversations: a summary for a compaction request, a
+/// client tool call when the client's latest message (context care's own notes
+/// skipped) is a user turn asking `CALL`, "noted" otherwise.
+fn long_conversation_reply(request: &ccare_fake_openai::RecordedRequest) -> Reply {
+    if request.header("x-ccare-purpose") == Some("compaction") {
+        return Reply::Chunks(Script::new().text(SUMMARY).finish("stop"));
+    }
+    let latest = request.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .rev()
+        .find(|message| {
+            !message["content"]
+                .as_str()
+                .is_some_and(|text| text.starts_with("<context-care>"))
+        });
+    let asks = latest.is_some_and(|message| {
+        message["role"] == "user" && message["content"].to_string().contains("CALL")
+    });
+    if !asks {
+        return Reply::text("noted");
+    }
+    Reply::Chunks(
+        Script::new()
+            .tool_call(
+                0,
+                Some(&format!("call_{}", request.body.to_string().len())),
+                Some("get_weather"),
+                "{\"city\":\"Oslo\"}",
+            )
+            .finish("tool_calls"),
+    )
+}
+
 /// Every assistant message with tool calls is followed by one tool message per call,
 /// and every tool message answers a call made before it.
 fn assert_tool_pairs(messages: &[Value]) {
@@ -980,28 +1019,7 @@ fn assert_tool_pairs(messages: &[Value]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_7_a_compaction_is_reported_and_upstream_requests_stay_whole() {
     let rig = Rig::start().await;
-    rig.fake.respond_with(|request| {
-        let last = request.body["messages"]
-            .as_array()
-            .and_then(|all| all.last().cloned());
-        let last = last.unwrap_or_default();
-        if request.header("x-ccare-purpose") == Some("compaction") {
-            Reply::Chunks(Script::new().text(SUMMARY).finish("stop"))
-        } else if last["role"] == "user" && last.to_string().contains("CALL") {
-            Reply::Chunks(
-                Script::new()
-                    .tool_call(
-                        0,
-                        Some(&format!("call_{}", request.body.to_string().len())),
-                        Some("get_weather"),
-                        "{\"city\":\"Oslo\"}",
-                    )
-                    .finish("tool_calls"),
-            )
-        } else {
-            Reply::text("noted")
-        }
-    });
+    rig.fake.respond_with(long_conversation_reply);
     let filler = "The quick brown fox jumps over the lazy dog while the parser reads its input. "
         .repeat(100);
     let mut history = vec![json!({"role": "system", "content": "be brief"})];
@@ -1076,4 +1094,279 @@ async fn gw_7_a_compaction_is_reported_and_upstream_requests_stay_whole() {
             assert_tool_pairs(request.body["messages"].as_array().unwrap());
         }
     }
+}
+
+/// The `openai` Node SDK the Node client test pins (the newest release that still
+/// runs on Node 20; 7.x wants Node 22).
+const NODE_SDK: &str = "6.49.0";
+
+/// The `node_modules` folder holding the pinned Node SDK, installed under `target/`
+/// with npm when missing; `None` (with a printed note) when Node or npm is not there
+/// and this is not CI.
+fn sdk_node() -> Option<std::path::PathBuf> {
+    let prefix = target_dir().join("gateway-node");
+    let modules = prefix.join("node_modules");
+    let ready = |modules: &std::path::Path| {
+        std::fs::read_to_string(modules.join("openai/package.json"))
+            .ok()
+            .and_then(|text| serde_json::from_str::<Value>(&text).ok())
+            .is_some_and(|package| package["version"] == NODE_SDK)
+            && std::process::Command::new("node")
+                .arg("--version")
+                .output()
+                .is_ok_and(|output| output.status.success())
+    };
+    if ready(&modules) {
+        return Some(modules);
+    }
+    let installed = std::process::Command::new("npm")
+        .args(["install", "--silent", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&prefix)
+        .arg(format!("openai@{NODE_SDK}"))
+        .status()
+        .is_ok_and(|status| status.success());
+    if installed && ready(&modules) {
+        return Some(modules);
+    }
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "CI must run the openai Node SDK test: could not install openai@{NODE_SDK} in {}",
+        prefix.display()
+    );
+    eprintln!(
+        "note: skipping the openai Node SDK test: node, npm or openai@{NODE_SDK} is not available"
+    );
+    None
+}
+
+/// A script under `tests/it/clients/`.
+fn client_script(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/it/clients")
+        .join(name)
+}
+
+/// Runs `program script` against the rig with `envs`, asserting it exits 0, and
+/// decodes the one JSON object it prints.
+async fn run_client(
+    rig: &Rig,
+    program: std::path::PathBuf,
+    script: &str,
+    envs: Vec<(&'static str, String)>,
+) -> Value {
+    let (base, token, script) = (rig.base.clone(), rig.token.clone(), client_script(script));
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(program)
+            .arg(script)
+            .env("GW_BASE", base)
+            .env("GW_TOKEN", token)
+            .envs(envs)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|error| panic!("{error}: {stdout}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_1_the_openai_node_sdk_talks_to_the_gateway() {
+    let Some(modules) = tokio::task::spawn_blocking(sdk_node).await.unwrap() else {
+        return;
+    };
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("Hello big world"));
+    rig.fake.push(Reply::text("Fine thanks"));
+    rig.fake.push(Reply::text("keyed answer"));
+    rig.fake.push(Reply::rate_limited(1));
+    rig.fake.push(Reply::text("after retry"));
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(0, Some("call_p"), Some("get_weather"), "{\"city\":")
+            .tool_call(0, None, None, "\"Paris\"}")
+            .tool_call(
+                1,
+                Some("call_r"),
+                Some("get_weather"),
+                "{\"city\":\"Rome\"}",
+            )
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::text("Sunny in both"));
+    let out = run_client(
+        &rig,
+        "node".into(),
+        "node_sdk.cjs",
+        vec![("NODE_PATH", modules.display().to_string())],
+    )
+    .await;
+    assert_eq!(out["version"], NODE_SDK);
+    let session = out["first"]["session"].as_str().unwrap();
+    assert_eq!(
+        out["first"],
+        json!({"session": session, "content": "Hello big world", "finish": "stop", "usage": 13, "object": "chat.completion"})
+    );
+    // The streamed continuation: same session, and the last chunk before [DONE] is
+    // the usage chunk with `choices: []`.
+    assert_eq!(
+        out["second"],
+        json!({"session": session, "content": "Fine thanks", "finish": "stop", "lastChoices": [], "lastUsage": 12})
+    );
+    // A result for a call the client never got: refused once, not retried; the
+    // upstream never saw it (3 requests so far: two answers and the keyed one).
+    assert_eq!(
+        out["refused"],
+        json!({"status": 400, "code": "TOOL_RESULTS_MISMATCH", "attempts": 1})
+    );
+    // The upstream's 429 passes through with retry-after, and the SDK retries it.
+    assert_eq!(
+        out["retried"],
+        json!({"content": "after retry", "attempts": 2})
+    );
+    // A two-round client tool loop, streamed then not.
+    assert_eq!(
+        out["tools"]["calls"],
+        json!([
+            {"id": "call_p", "name": "get_weather", "arguments": "{\"city\":\"Paris\"}"},
+            {"id": "call_r", "name": "get_weather", "arguments": "{\"city\":\"Rome\"}"},
+        ])
+    );
+    assert_eq!(out["tools"]["indexes"], json!([0, 1]));
+    assert_eq!(out["tools"]["finish"], "tool_calls");
+    assert_eq!(out["tools"]["answer"], "Sunny in both");
+    let tool_log = export(&rig, out["tools"]["session"].as_str().unwrap()).await;
+    assert_eq!(tool_log.matches(r#""type":"tool/result""#).count(), 2);
+    assert!(tool_log.contains("sunny in Paris") && tool_log.contains("sunny in Rome"));
+    assert_eq!(tool_log.matches(r#""type":"turn/end""#).count(), 1);
+    // Upstream: 2 answers + keyed + 429 + its retry + 2 tool rounds; the refused
+    // request never reached it.
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 7);
+    assert!(
+        requests
+            .iter()
+            .all(|request| !request.raw_body.contains("never_sent")),
+        "the refused request went upstream"
+    );
+    let exported = export(&rig, session).await;
+    assert_eq!(exported.matches(r#""type":"turn/end""#).count(), 2);
+}
+
+/// The messages of an upstream request as the gateway wrote them, byte for byte.
+#[derive(serde::Deserialize)]
+struct UpstreamMessages<'a> {
+    #[serde(borrow)]
+    messages: Vec<&'a serde_json::value::RawValue>,
+}
+
+/// GW-3 and GW-7 with a real client on the fake's 16 000-token window: fourteen long
+/// turns (client tool rounds among them) through the Python SDK. Context care
+/// compacts; the client never sees an error and stays in one session; every upstream
+/// request stays under H and keeps its tool pairs; and each conversation request's
+/// messages start, byte for byte, with the previous one's (the prompt cache holds),
+/// except right after a compaction, which the response reports in
+/// `x-ccare-compacted` with an operation the series committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_7_a_long_conversation_through_the_python_sdk_compacts_and_keeps_its_prefix() {
+    let Some(python) = tokio::task::spawn_blocking(sdk_python).await.unwrap() else {
+        return;
+    };
+    let rig = Rig::start().await;
+    rig.fake.respond_with(long_conversation_reply);
+    let seen = run_client(
+        &rig,
+        python,
+        "long_conversation.py",
+        vec![("TURNS", "14".to_owned())],
+    )
+    .await;
+    let seen = seen.as_array().unwrap();
+    let session = seen[0]["session"].as_str().unwrap();
+    let mut reported = Vec::new();
+    for (index, response) in seen.iter().enumerate() {
+        assert_eq!(response["session"], session, "response {index}");
+        let finish = response["finish"].as_str().unwrap();
+        assert!(finish == "stop" || finish == "tool_calls", "{response}");
+        if let Some(ids) = response["compacted"].as_str() {
+            reported.push((index, ids.to_owned()));
+        }
+    }
+    // Fourteen turns, five of them with a client tool round (turns 1, 4, 7, 10, 13).
+    assert_eq!(seen.len(), 19, "{seen:?}");
+    let rounds = seen
+        .iter()
+        .filter(|response| response["finish"] == "tool_calls")
+        .count();
+    assert_eq!(rounds, 5, "{seen:?}");
+    assert!(!reported.is_empty(), "no compaction in {seen:?}");
+
+    // The reported operations are the series' committed ones, and every point stayed
+    // under the hard input budget.
+    let series: Value = rig
+        .get_json(&format!("/api/sessions/{session}/context/series"))
+        .await;
+    let committed: Vec<String> = series["operations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|operation| operation["outcome"] == "committed")
+        .map(|operation| operation["operationId"].as_str().unwrap().to_owned())
+        .collect();
+    let reported_ids: Vec<String> = reported
+        .iter()
+        .flat_map(|(_, ids)| ids.split(", ").map(str::to_owned))
+        .collect();
+    assert_eq!(reported_ids, committed, "{reported:?}");
+    for point in series["points"].as_array().unwrap() {
+        assert!(
+            point["inputTokens"].as_i64().unwrap()
+                <= point["budget"]["hardInput"].as_i64().unwrap(),
+            "{point}"
+        );
+    }
+
+    // Upstream: one conversation request per client request, each keeping its tool
+    // pairs; the byte prefix breaks exactly where a compaction was reported.
+    let requests = rig.fake.requests();
+    let conversation: Vec<_> = requests
+        .iter()
+        .filter(|request| request.header("x-ccare-purpose") == Some("conversation"))
+        .collect();
+    assert_eq!(conversation.len(), seen.len());
+    let mut breaks = Vec::new();
+    for (index, request) in conversation.iter().enumerate() {
+        assert_tool_pairs(request.body["messages"].as_array().unwrap());
+        if index == 0 {
+            continue;
+        }
+        let before: UpstreamMessages =
+            serde_json::from_str(&conversation[index - 1].raw_body).unwrap();
+        let after: UpstreamMessages = serde_json::from_str(&request.raw_body).unwrap();
+        let kept = before.messages.len() <= after.messages.len()
+            && before
+                .messages
+                .iter()
+                .zip(&after.messages)
+                .all(|(old, new)| old.get() == new.get());
+        if !kept {
+            breaks.push(index);
+        }
+    }
+    let reported_at: Vec<usize> = reported.iter().map(|(index, _)| *index).collect();
+    for r in &conversation {
+        let m = r.body["messages"].as_array().unwrap();
+        let l = m.last().unwrap().to_string();
+        eprintln!("DEBUG last {} {}", m.len(), &l[..l.len().min(150)]);
+    }
+    eprintln!(
+        "DEBUG breaks {breaks:?} reported {reported:?} n {} committed {committed:?}",
+        seen.len()
+    );
+    assert_eq!(breaks, reported_at, "prefix breaks vs reported compactions");
 }
