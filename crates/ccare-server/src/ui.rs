@@ -87,6 +87,11 @@ pub(crate) const APP_ASSETS: &[Asset] = &[
         body: include_str!("../ui/panel.js"),
     },
     Asset {
+        name: "breakdown.js",
+        content_type: JS,
+        body: include_str!("../ui/breakdown.js"),
+    },
+    Asset {
         name: "chart.js",
         content_type: JS,
         body: include_str!("../ui/chart.js"),
@@ -259,14 +264,17 @@ mod tests {
     }
 
     #[test]
-    fn ui_7_the_chart_is_svg_built_with_dom_calls_and_no_library() {
-        let chart = find(APP_ASSETS, "chart.js").map(|asset| asset.body);
-        let chart = chart.unwrap_or_default();
-        assert!(chart.contains("createElementNS"));
-        assert!(chart.contains("http://www.w3.org/2000/svg"));
-        // Only the UI's own modules are imported: no vendored or remote library.
-        for line in chart.lines().filter(|line| line.starts_with("import ")) {
-            assert!(line.contains("from \"./"), "chart.js imports {line}");
+    fn ui_7_the_charts_are_svg_built_with_dom_calls_and_no_library() {
+        // The load chart and the next request's breakdown (issue 16 item 7).
+        for name in ["chart.js", "breakdown.js"] {
+            let chart = find(APP_ASSETS, name).map(|asset| asset.body);
+            let chart = chart.unwrap_or_default();
+            assert!(chart.contains("createElementNS"), "{name}");
+            assert!(chart.contains("http://www.w3.org/2000/svg"), "{name}");
+            // Only the UI's own modules are imported: no vendored or remote library.
+            for line in chart.lines().filter(|line| line.starts_with("import ")) {
+                assert!(line.contains("from \"./"), "{name} imports {line}");
+            }
         }
     }
 

@@ -269,3 +269,38 @@ export async function operationOfCheckpoint(id, seq) {
     offset = page.nextOffset;
   }
 }
+
+/** Whether maintenance record `data` covers `seq`: a replaced range holds it, or it is the range's new node. */
+function covers(data, seq) {
+  const ranges = Array.isArray(data.replacements) ? data.replacements : [];
+  return ranges.some(
+    (range) =>
+      range &&
+      typeof range === "object" &&
+      (range.newSeq === seq ||
+        (typeof range.oldStartSeq === "number" && typeof range.oldEndSeq === "number" && range.oldStartSeq <= seq && seq <= range.oldEndSeq)),
+  );
+}
+
+/**
+ * The first maintenance action, in the list's order, whose replaced ranges contain
+ * `seq` or whose replace node is `seq`: `{ operationId, index }` (`index`: its place in
+ * the whole list, for the page holding it), or null (issue 16 item 2: search by seq).
+ */
+export async function actionCoveringSeq(id, seq) {
+  let offset = 0;
+  for (;;) {
+    const page = await actionsOf(id, 200, offset);
+    const at = page.actions.findIndex((record) => {
+      const data = record.data && typeof record.data === "object" ? record.data : {};
+      return typeof data.operationId === "string" && covers(data, seq);
+    });
+    if (at >= 0) {
+      return { operationId: page.actions[at].data.operationId, index: page.offset + at };
+    }
+    if (typeof page.nextOffset !== "number" || page.nextOffset <= offset) {
+      return null;
+    }
+    offset = page.nextOffset;
+  }
+}

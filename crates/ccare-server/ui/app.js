@@ -41,6 +41,8 @@ const dom = {
   promptsNext: document.getElementById("prompts-next"),
   promptsSeek: document.getElementById("prompts-seek"),
   promptsSeq: document.getElementById("prompts-seq"),
+  actionsSeek: document.getElementById("actions-seek"),
+  actionsSeq: document.getElementById("actions-seq"),
 };
 
 /** The panel's tab shown: budget, prompts or rules. */
@@ -393,6 +395,13 @@ dom.promptsSeek.addEventListener("submit", (event) => {
 });
 dom.exportButton.addEventListener("click", exportOpen);
 
+dom.actionsSeek.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const seq = Number.parseInt(dom.actionsSeq.value, 10);
+  if (open && Number.isInteger(seq) && seq >= 0) {
+    open.panel.seekSeq(seq);
+  }
+});
 dom.actionsPrev.addEventListener("click", () => open && open.panel.page(-1));
 dom.actionsNext.addEventListener("click", () => open && open.panel.page(1));
 

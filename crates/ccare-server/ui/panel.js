@@ -3,9 +3,11 @@
 // the maintenance records of /context-care/actions, 20 a page, each row opening its
 // reason, replaced ranges and raw JSON (only on request). Load errors show the HTTP
 // status and code (UI-6); the refresh button retries. Text from the server goes in
-// with textContent (UI-5).
+// with textContent (UI-5). The overview draws the next request by part (breakdown.js);
+// a seq box finds the action covering a seq and opens its page and row (issue 16 item 2).
 
-import { actionsOf, contextReportOf } from "./api.js";
+import { actionCoveringSeq, actionsOf, contextReportOf } from "./api.js";
+import { renderBreakdown } from "./breakdown.js";
 import { el } from "./chat.js";
 import { showDetail } from "./detail.js";
 import { grouped, texts } from "./texts.js";
@@ -83,6 +85,7 @@ export function renderOverview(report) {
   }
   byId("budget-facts").replaceChildren(...facts);
   byId("budget-raw").textContent = JSON.stringify(report, null, 2);
+  renderBreakdown(byId("budget-breakdown"), report);
 }
 
 function when(at) {
@@ -211,6 +214,55 @@ export class Panel {
         showError(byId("actions-error"), failure);
       }
     }
+  }
+
+  /**
+   * Finds the action covering `seq` (its replaced ranges hold it, or its node is it),
+   * shows the page holding it and opens its row, focused; says so when none does.
+   */
+  async seekSeq(seq) {
+    const status = byId("actions-status");
+    status.textContent = texts.searching;
+    status.hidden = false;
+    let found;
+    try {
+      found = await actionCoveringSeq(this.id, seq);
+    } catch (failure) {
+      if (!this.closed) {
+        status.hidden = true;
+        showError(byId("actions-error"), failure);
+      }
+      return;
+    }
+    if (this.closed) {
+      return;
+    }
+    if (found === null) {
+      status.textContent = texts.noActionAt(seq);
+      return;
+    }
+    this.offset = Math.floor(found.index / PAGE) * PAGE;
+    await this.loadActions();
+    if (this.closed) {
+      return;
+    }
+    const row = [...byId("actions").querySelectorAll("li.action-row")].find((item) => item.dataset.operation === found.operationId);
+    if (!row) {
+      // The list changed under the search (trimmed or grown): say what was found anyway.
+      status.textContent = texts.actionAt(seq, found.operationId);
+      return;
+    }
+    status.textContent = texts.actionAt(seq, found.operationId);
+    const details = row.querySelector("details");
+    if (details) {
+      details.open = true;
+    }
+    row.classList.add("found");
+    const summary = row.querySelector("summary");
+    if (summary) {
+      summary.focus();
+    }
+    row.scrollIntoView({ block: "nearest" });
   }
 
   /** Goes `step` pages (±1) through the maintenance list. */

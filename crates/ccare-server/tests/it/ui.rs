@@ -1185,6 +1185,109 @@ async fn cc_ext_3_ui_a_checkpoint_row_opens_its_diff_and_undo_restores_the_histo
         .unwrap();
     screenshot(&client, "ui_checkpoint_diff.png").await;
 
+    // Issue 16 item 7: the next request by part, one segment per category of the API,
+    // in its order and with its tokens; the hard limit as a marker.
+    let categories = before["categories"].as_array().unwrap();
+    assert!(categories.len() >= 2, "{before}");
+    let expected: Vec<Value> = categories
+        .iter()
+        .map(|category| json!([category["name"], category["tokens"]]))
+        .collect();
+    let drawn = eventually("the breakdown's segments", || async {
+        let drawn = client
+            .execute(
+                "return [...document.querySelectorAll('#budget-breakdown rect.seg')].map((r) => [r.dataset.category, Number(r.dataset.tokens)])",
+                vec![],
+            )
+            .await
+            .unwrap();
+        (drawn.as_array().is_some_and(|drawn| !drawn.is_empty())).then_some(drawn)
+    })
+    .await;
+    assert_eq!(drawn, Value::Array(expected));
+    for category in categories {
+        let name = category["name"].as_str().unwrap();
+        let item = format!("#budget-breakdown li.breakdown-item[data-category=\"{name}\"]");
+        until_text(
+            &client,
+            &format!("{item} .breakdown-tokens"),
+            &tokens(category["tokens"].as_u64().unwrap()),
+        )
+        .await;
+    }
+    assert_eq!(
+        text_of(
+            &client,
+            "#budget-breakdown li[data-category=\"messages\"] .breakdown-label"
+        )
+        .await,
+        Some("history (incl. checkpoints)".to_owned())
+    );
+    let hard = before["budget"]["hardInput"].as_u64().unwrap();
+    let marker = client
+        .execute(
+            "return document.querySelector('#budget-breakdown line.hard-marker').dataset.tokens",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(marker, json!(hard.to_string()));
+    assert_eq!(
+        text_of(
+            &client,
+            "#budget-breakdown li.breakdown-hard .breakdown-tokens"
+        )
+        .await,
+        Some(tokens(hard))
+    );
+    client
+        .execute(
+            "document.getElementById('budget-breakdown').scrollIntoView({ block: 'center' })",
+            vec![],
+        )
+        .await
+        .unwrap();
+    screenshot(&client, "ui_breakdown.png").await;
+
+    // Issue 16 item 2: a seq no action covers says so; a shadowed seq opens the
+    // compaction's row in the maintenance list, with its detail.
+    let seq_box = client.find(Locator::Id("actions-seq")).await.unwrap();
+    seq_box.send_keys("99999").await.unwrap();
+    click(&client, "#actions-seek button[type=submit]").await;
+    until_text(&client, "#actions-status", "No action covers seq 99999").await;
+    let shadowed_seq = deep["data"]["replacements"][0]["oldStartSeq"]
+        .as_u64()
+        .unwrap();
+    seq_box.clear().await.unwrap();
+    seq_box.send_keys(&shadowed_seq.to_string()).await.unwrap();
+    click(&client, "#actions-seek button[type=submit]").await;
+    until_text(
+        &client,
+        "#actions-status",
+        &format!("Seq {shadowed_seq} is covered by {op}"),
+    )
+    .await;
+    let action_row = format!("li.action-row[data-operation=\"{op}\"]");
+    assert_eq!(
+        count_of(&client, &format!("{action_row}.found > details[open]")).await,
+        1
+    );
+    eventually("the found row's detail", || async {
+        let text = text_of(&client, &format!("{action_row} .diff-old")).await?;
+        text.contains("Turn 0: please read this.").then_some(())
+    })
+    .await;
+    let focused = client
+        .execute(
+            "return document.activeElement.closest('li.action-row')?.dataset.operation ?? null",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(focused, json!(op));
+    // Closed again, so the chat's row is what the undo below acts on.
+    click(&client, &format!("{action_row} > details > summary")).await;
+
     click(&client, &format!("{row} button.undo")).await;
     // The session reloads: the checkpoint row is marked undone, the prompt live again.
     let detail_path = format!("/context-care/actions/{op}?sessionId={id}");
