@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs every benchmark of the workspace and prints one table of issue 14's figures with
-# their targets, so anyone can re-check them:
+# Runs every benchmark of the workspace and prints one table of issue 14's figures (and issue
+# 17's gateway figures, row 7) with their targets, so anyone can re-check them:
 #
 #   scripts/bench-summary.sh              # every bench of every crate
 #   scripts/bench-summary.sh ccare-llm    # one crate's benches only (`llm` works too)
@@ -123,6 +123,7 @@ sub show_time { my ($s) = @_;
 #   per_item R        time per counted item (divan throughput line), in seconds
 #   mbps R            bytes per second of row R, in MB/s
 #   ratio A B         median time of A / median time of B
+#   diff A B          median time of A - median time of B (an added latency)
 #   allocs_per_item R allocations per counted item (divan AllocProfiler)
 #   memory B          the "= N.NNx JSON" line bench B prints
 my @figures = (
@@ -141,12 +142,16 @@ my @figures = (
     ["6 call per chunk (task hand-off incl.)",  "per_item", ["ccare-llm/adapter/call_per_chunk"], "<=", 2e-6],
     ["6 SSE parse, 4 KiB pieces",               "mbps",     ["ccare-llm/sse/feed_4k_pieces"], ">=", 100],
     ["6 adapter stream (parse+decode+assemble)","mbps",     ["ccare-llm/adapter/stream_bytes"], ">=", 100],
+    ["7 gateway added first-byte latency",      "diff",     ["ccare-server/gateway/gateway_first_byte", "ccare-server/gateway/direct_first_byte"], "<=", 1e-3],
+    ["7 gateway added first-byte latency, care off", "diff", ["ccare-server/gateway/gateway_first_byte_care_off", "ccare-server/gateway/direct_first_byte"], "<=", 1e-3],
+    ["7 gateway throughput / direct (c=20)",    "ratio",    ["ccare-server/gateway/direct_throughput_c20", "ccare-server/gateway/gateway_throughput_c20"], ">=", 0.9],
+    ["7 gateway throughput / direct (c=20), care off", "ratio", ["ccare-server/gateway/direct_throughput_c20", "ccare-server/gateway/gateway_throughput_c20_care_off"], ">=", 0.9],
 );
 
 sub bench_of { my ($key) = @_; my @parts = split m{/}, $key; return "$parts[0]/$parts[1]" }
 
-printf "%-42s %-18s %-12s %s\n", "figure", "measured", "target", "ok?";
-printf "%-42s %-18s %-12s %s\n", "-" x 42, "-" x 18, "-" x 12, "---";
+printf "%-48s %-18s %-12s %s\n", "figure", "measured", "target", "ok?";
+printf "%-48s %-18s %-12s %s\n", "-" x 48, "-" x 18, "-" x 12, "---";
 for my $figure (@figures) {
     my ($label, $kind, $keys, $cmp, $target) = @$figure;
     my ($value, $shown, $target_shown);
@@ -161,6 +166,12 @@ for my $figure (@figures) {
         if ($a && $b && $b->{time} > 0) {
             $value = $a->{time} / $b->{time};
             $shown = sprintf("%.2f", $value);
+        }
+    } elsif ($kind eq "diff") {
+        my ($a, $b) = map { row($_) } @$keys;
+        if ($a && $b) {
+            $value = $a->{time} - $b->{time};
+            $shown = $value < 0 ? "-" . show_time(-$value) : show_time($value);
         }
     } else {
         my $row = row($keys->[0]);
@@ -179,13 +190,13 @@ for my $figure (@figures) {
             $shown = sprintf("%.3f", $value) if defined $value;
         }
     }
-    $target_shown = $kind =~ /^(time|per_item)$/ ? show_time($target)
+    $target_shown = $kind =~ /^(time|per_item|diff)$/ ? show_time($target)
                   : $kind eq "mbps" ? "$target MB/s"
                   : $kind eq "memory" ? "${target}x" : "$target";
     $target_shown = ($cmp eq "<=" ? "≤ " : "≥ ") . $target_shown;
     my $ok = !defined $value ? "-"
            : ($cmp eq "<=" ? $value <= $target : $value >= $target) ? "ok" : "MISSED";
-    printf "%-42s %-18s %-12s %s\n", $label, $shown // "not measured yet", $target_shown, $ok;
+    printf "%-48s %-18s %-12s %s\n", $label, $shown // "not measured yet", $target_shown, $ok;
 }
 '
 exit "$status"

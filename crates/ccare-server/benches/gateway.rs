@@ -1,0 +1,331 @@
+//! Issue 17 performance targets of the OpenAI-compatible gateway, measured direct and
+//! through the gateway in one run. Run: `cargo bench -p ccare-server --bench gateway`.
+//!
+//! One in-process fake OpenAI upstream (`ccare-fake-openai`, every request answered
+//! with the stream `"hello big world"` + finish + usage) and two real `ccare serve`
+//! servers on loopback booted as `ccare serve` boots (the default profile over a temp
+//! home and SQLite store), both forwarding to that upstream: one with the care plugins
+//! (context care, stream watch) on, one with them off. Every gateway request is a new
+//! two-message conversation (a unique user message), so each one finds no session and
+//! starts one, as a new client conversation does.
+//!
+//! - `direct_first_byte`: a streaming `POST /v1/chat/completions` straight to the fake
+//!   upstream, timed up to the first body bytes (the rest is drained untimed).
+//! - `gateway_first_byte` / `gateway_first_byte_care_off`: the same through the
+//!   gateway. Target: the added latency, the difference of the medians, ≤ 1 ms.
+//! - `direct_throughput_c20`, `gateway_throughput_c20`,
+//!   `gateway_throughput_c20_care_off`: 20 such requests at once, each read to its end
+//!   (`[DONE]`). Target: gateway rate / direct rate, i.e. the direct median time over
+//!   the gateway's, ≥ 0.9.
+//!
+//! After divan's table the bench prints its own medians of the same samples and the
+//! ratios (`= N.NNx direct`).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+/// The allocator the `ccare` binary uses, so the figures are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use ccare_app::config::load_text;
+use ccare_app::{Agents, Home, Overrides, boot};
+use ccare_fake_openai::{FakeServer, Reply};
+use ccare_server::{ServeOptions, Server, ServerContext, resolve_token};
+use divan::Bencher;
+use divan::counter::ItemsCount;
+use parking_lot::Mutex;
+use serde_json::json;
+
+/// Requests in flight at once in the throughput rows.
+const CONCURRENCY: usize = 20;
+
+const CARE_OFF: &str =
+    "[plugins.context-care]\nenabled = false\n[plugins.stream-watch]\nenabled = false\n";
+
+fn main() {
+    divan::main();
+    report();
+    if let Some(setup) = SETUP.get() {
+        for server in [&setup.care_on, &setup.care_off] {
+            let _ = std::fs::remove_dir_all(&server.dir);
+        }
+    }
+}
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(4)
+            .enable_all()
+            .build()
+            .unwrap()
+    })
+}
+
+/// One running gateway: its URL, bearer token and temp home.
+struct Gateway {
+    url: String,
+    token: String,
+    dir: std::path::PathBuf,
+    _server: Server,
+}
+
+/// The upstream, the two gateways and one pooled client for all of them.
+struct Setup {
+    fake: FakeServer,
+    care_on: Gateway,
+    care_off: Gateway,
+    client: reqwest::Client,
+}
+
+static SETUP: OnceLock<Setup> = OnceLock::new();
+
+fn setup() -> &'static Setup {
+    SETUP.get_or_init(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        runtime().block_on(async {
+            let fake = FakeServer::start().await.unwrap();
+            fake.respond_with(|_request| Reply::text("hello big world"));
+            let care_on = gateway(&fake.base_url(), "").await;
+            let care_off = gateway(&fake.base_url(), CARE_OFF).await;
+            Setup {
+                fake,
+                care_on,
+                care_off,
+                client: reqwest::Client::new(),
+            }
+        })
+    })
+}
+
+/// The env the servers boot with: only the fake's key.
+fn env(name: &str) -> Option<String> {
+    (name == "FAKE_KEY").then(|| "sk-fake".to_owned())
+}
+
+fn config(base_url: &str, extra: &str) -> String {
+    format!(
+        r#"
+[agent]
+model = "fake/model"
+workspace = "workspace"
+
+[providers.fake]
+kind = "openai"
+base_url = "{base_url}"
+api_key_env = "FAKE_KEY"
+idle_timeout_ms = 5000
+max_attempts = 1
+
+[models."fake/model"]
+context_window = 16000
+max_output_tokens = 1000
+
+{extra}
+"#
+    )
+}
+
+/// Boots the default profile over a fresh temp home and starts `ccare serve`'s server
+/// on `127.0.0.1:0`, as the server's test rig does.
+async fn gateway(base_url: &str, extra: &str) -> Gateway {
+    let dir = tempfile::tempdir().unwrap().keep();
+    let config_path = dir.join("ccare.toml");
+    let text = config(base_url, extra);
+    std::fs::write(&config_path, &text).unwrap();
+    let home = Home {
+        dir: dir.join("home"),
+    };
+    let settings = load_text(&text, &config_path, &home, &Overrides::default(), &env).unwrap();
+    let booted = Arc::new(boot(&settings, None, &env).unwrap());
+    let agents = Agents::of(&booted);
+    let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let (token, source) = resolve_token(&settings.http, addr, &home.dir, &env).unwrap();
+    let mut options = ServeOptions::from_settings(&settings.http, token.clone(), &source);
+    options.addr = addr;
+    let server = Server::start(ServerContext { booted, agents }, options)
+        .await
+        .unwrap();
+    Gateway {
+        url: format!("http://{}/v1/chat/completions", server.local_addr()),
+        token: token.secret().to_owned(),
+        dir,
+        _server: server,
+    }
+}
+
+/// Where a request goes.
+#[derive(Clone, Copy)]
+enum Target {
+    Direct,
+    CareOn,
+    CareOff,
+}
+
+fn request(setup: &Setup, target: Target) -> reqwest::RequestBuilder {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let body = json!({
+        "model": "fake/model",
+        "stream": true,
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant."},
+            {"role": "user", "content": format!("question {n}: what is the capital of Norway?")},
+        ],
+    });
+    let builder = match target {
+        Target::Direct => setup
+            .client
+            .post(format!("{}/chat/completions", setup.fake.base_url())),
+        Target::CareOn => setup
+            .client
+            .post(&setup.care_on.url)
+            .bearer_auth(&setup.care_on.token),
+        Target::CareOff => setup
+            .client
+            .post(&setup.care_off.url)
+            .bearer_auth(&setup.care_off.token),
+    };
+    builder.json(&body)
+}
+
+/// A response whose first bytes were read; the rest is drained when it is dropped,
+/// which divan does outside the timed section.
+struct Started(Option<reqwest::Response>);
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        if let Some(mut response) = self.0.take() {
+            runtime().block_on(async { while let Ok(Some(_)) = response.chunk().await {} });
+        }
+    }
+}
+
+/// The samples of each row, in seconds, for the report after divan's table.
+fn samples() -> &'static Mutex<BTreeMap<&'static str, Vec<f64>>> {
+    static SAMPLES: OnceLock<Mutex<BTreeMap<&'static str, Vec<f64>>>> = OnceLock::new();
+    SAMPLES.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+fn record(row: &'static str, elapsed: Duration) {
+    samples()
+        .lock()
+        .entry(row)
+        .or_default()
+        .push(elapsed.as_secs_f64());
+}
+
+fn first_byte(bencher: Bencher, row: &'static str, target: Target) {
+    let setup = setup();
+    bencher.bench_local(|| {
+        let started = Instant::now();
+        let response = runtime().block_on(async {
+            let mut response = request(setup, target).send().await.unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            let first = response.chunk().await.unwrap();
+            assert!(first.is_some_and(|bytes| !bytes.is_empty()));
+            response
+        });
+        record(row, started.elapsed());
+        Started(Some(response))
+    });
+}
+
+fn throughput(bencher: Bencher, row: &'static str, target: Target) {
+    let setup = setup();
+    bencher
+        .counter(ItemsCount::new(CONCURRENCY))
+        .bench_local(|| {
+            let started = Instant::now();
+            runtime().block_on(async {
+                let streams = (0..CONCURRENCY).map(|_| async {
+                    let response = request(setup, target).send().await.unwrap();
+                    assert_eq!(response.status().as_u16(), 200);
+                    let text = response.text().await.unwrap();
+                    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+                });
+                futures_util::future::join_all(streams).await;
+            });
+            record(row, started.elapsed());
+        });
+}
+
+#[divan::bench(sample_count = 300, sample_size = 1)]
+fn direct_first_byte(bencher: Bencher) {
+    first_byte(bencher, "direct_first_byte", Target::Direct);
+}
+
+#[divan::bench(sample_count = 300, sample_size = 1)]
+fn gateway_first_byte(bencher: Bencher) {
+    first_byte(bencher, "gateway_first_byte", Target::CareOn);
+}
+
+#[divan::bench(sample_count = 300, sample_size = 1)]
+fn gateway_first_byte_care_off(bencher: Bencher) {
+    first_byte(bencher, "gateway_first_byte_care_off", Target::CareOff);
+}
+
+#[divan::bench(sample_count = 40, sample_size = 1)]
+fn direct_throughput_c20(bencher: Bencher) {
+    throughput(bencher, "direct_throughput_c20", Target::Direct);
+}
+
+#[divan::bench(sample_count = 40, sample_size = 1)]
+fn gateway_throughput_c20(bencher: Bencher) {
+    throughput(bencher, "gateway_throughput_c20", Target::CareOn);
+}
+
+#[divan::bench(sample_count = 40, sample_size = 1)]
+fn gateway_throughput_c20_care_off(bencher: Bencher) {
+    throughput(bencher, "gateway_throughput_c20_care_off", Target::CareOff);
+}
+
+fn median(row: &str) -> Option<f64> {
+    let samples = samples().lock();
+    let mut values = samples.get(row)?.clone();
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    Some(values[values.len() / 2])
+}
+
+/// The issue 17 figures from this run's samples.
+fn report() {
+    let direct = median("direct_first_byte");
+    for (row, label) in [
+        ("gateway_first_byte", "care on"),
+        ("gateway_first_byte_care_off", "care off"),
+    ] {
+        if let (Some(direct), Some(gateway)) = (direct, median(row)) {
+            println!(
+                "gateway first byte ({label}): p50 {:.1} µs vs direct {:.1} µs: added {:.1} µs (target <= 1000 µs) = {:.2}x direct",
+                gateway * 1e6,
+                direct * 1e6,
+                (gateway - direct) * 1e6,
+                gateway / direct,
+            );
+        }
+    }
+    let direct = median("direct_throughput_c20");
+    for (row, label) in [
+        ("gateway_throughput_c20", "care on"),
+        ("gateway_throughput_c20_care_off", "care off"),
+    ] {
+        if let (Some(direct), Some(gateway)) = (direct, median(row)) {
+            let rate = |time: f64| CONCURRENCY as f64 / time;
+            println!(
+                "gateway throughput c={CONCURRENCY} ({label}): {:.0} req/s vs direct {:.0} req/s = {:.2}x direct (target >= 0.9x)",
+                rate(gateway),
+                rate(direct),
+                direct / gateway,
+            );
+        }
+    }
+}
