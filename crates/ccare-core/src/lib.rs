@@ -38,7 +38,7 @@ mod source;
 pub mod strict;
 mod usage;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, SystemClock, rfc3339_utc};
 pub use event::{Event, EventData, EventDraft, EventError, SurfaceOp};
 pub use extra::Extra;
 pub use failure::{FailureCode, FailureOrigin, LlmFailure, LocalRefusal, RefusalBudgetKind};

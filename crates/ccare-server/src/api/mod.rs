@@ -4,7 +4,7 @@
 //! Modules, one job each: `sessions` (API-1: list, create, one session, export, fork),
 //! `commands` (API-2: messages, tool results, cancel), `events` (API-3: the SSE
 //! stream), `context` (API-4), `types` (the bodies with their schemas), `errors` (the
-//! engine's errors as `{error, message}` replies with the CLI's codes), `time`.
+//! engine's errors as `{error, message}` replies with the CLI's codes).
 //!
 //! Every route is authenticated ([`RouteSpec::new`]'s default); the host's fence,
 //! limits and headers stand in front of all of them.
@@ -14,7 +14,6 @@ mod context;
 pub mod errors;
 pub mod events;
 pub mod sessions;
-mod time;
 pub mod types;
 
 use std::future::Future;

@@ -95,7 +95,7 @@ pub(super) fn routes(context: &ServerContext) -> Result<Vec<RouteSpec>, RouteErr
 pub(crate) fn summary_of(header: &SessionHeader, head: u64) -> SessionSummary {
     SessionSummary {
         id: header.id.as_str().to_owned(),
-        created_at: crate::api::time::rfc3339_utc(header.created_ms),
+        created_at: ccare_core::rfc3339_utc(header.created_ms),
         created_ms: header.created_ms,
         events: head,
         parent: header

@@ -9,7 +9,7 @@ use ccare_store::SessionRecord;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::api::time::rfc3339_utc;
+use ccare_core::rfc3339_utc;
 
 /// The most sessions one page of `GET /api/sessions` holds.
 pub const MAX_PAGE: u64 = 200;
