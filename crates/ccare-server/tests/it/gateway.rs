@@ -864,12 +864,10 @@ fn sdk_python() -> Option<std::path::PathBuf> {
     None
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gw_1_the_official_openai_python_sdk_talks_to_the_gateway() {
-    let Some(python) = tokio::task::spawn_blocking(sdk_python).await.unwrap() else {
-        return;
-    };
-    let rig = Rig::start().await;
+/// The upstream replies both SDK scripts (Python and Node) walk through, in order: a
+/// plain answer, a streamed continuation, a keyed answer, a 429 then its retry, a
+/// two-call tool round (the first call's arguments in two pieces), the final answer.
+fn push_sdk_replies(rig: &Rig) {
     rig.fake.push(Reply::text("Hello big world"));
     rig.fake.push(Reply::text("Fine thanks"));
     rig.fake.push(Reply::text("keyed answer"));
@@ -888,6 +886,15 @@ async fn gw_1_the_official_openai_python_sdk_talks_to_the_gateway() {
             .finish("tool_calls"),
     ));
     rig.fake.push(Reply::text("Sunny in both"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_1_the_official_openai_python_sdk_talks_to_the_gateway() {
+    let Some(python) = tokio::task::spawn_blocking(sdk_python).await.unwrap() else {
+        return;
+    };
+    let rig = Rig::start().await;
+    push_sdk_replies(&rig);
     let (base, token) = (rig.base.clone(), rig.token.clone());
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(python)
@@ -1181,24 +1188,7 @@ async fn gw_1_the_openai_node_sdk_talks_to_the_gateway() {
         return;
     };
     let rig = Rig::start().await;
-    rig.fake.push(Reply::text("Hello big world"));
-    rig.fake.push(Reply::text("Fine thanks"));
-    rig.fake.push(Reply::text("keyed answer"));
-    rig.fake.push(Reply::rate_limited(1));
-    rig.fake.push(Reply::text("after retry"));
-    rig.fake.push(Reply::Chunks(
-        Script::new()
-            .tool_call(0, Some("call_p"), Some("get_weather"), "{\"city\":")
-            .tool_call(0, None, None, "\"Paris\"}")
-            .tool_call(
-                1,
-                Some("call_r"),
-                Some("get_weather"),
-                "{\"city\":\"Rome\"}",
-            )
-            .finish("tool_calls"),
-    ));
-    rig.fake.push(Reply::text("Sunny in both"));
+    push_sdk_replies(&rig);
     let out = run_client(
         &rig,
         "node".into(),
