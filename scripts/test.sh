@@ -9,6 +9,8 @@
 # - tmux: `ccare chat` is tested through a real terminal (crates/ccare/tests/it/chat.rs);
 # - chromium and chromium-driver: the web UI is tested in a real headless browser
 #   (crates/ccare-server/tests/it/ui.rs, through chromedriver);
+# - a CJK font (fonts-wqy-microhei, ~5 MB; fonts-noto-cjk is ~60 MB): without one the
+#   browser tests' Chinese screenshots show empty boxes instead of characters;
 # - tzdata (the system's zoneinfo and zdump): time-context's zones are checked against
 #   the system's tz database;
 # - the DeepSeek-V4 tokenizer.json: the token meter's accuracy test compares against it
@@ -35,6 +37,10 @@ fi
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   echo "test.sh: installing chromium and chromium-driver" >&2
   apt_install chromium chromium-driver
+fi
+if [ -z "$(fc-list :lang=zh 2>/dev/null || true)" ]; then
+  echo "test.sh: installing a CJK font (fonts-wqy-microhei)" >&2
+  apt_install fontconfig fonts-wqy-microhei
 fi
 if ! command -v zdump >/dev/null 2>&1 || [ ! -d /usr/share/zoneinfo ]; then
   echo "test.sh: installing tzdata" >&2

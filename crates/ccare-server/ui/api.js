@@ -11,10 +11,15 @@ export class ApiError extends Error {
     this.code = code;
   }
 
-  /** One line for people: "http 409 SESSION_BUSY: …". */
+  /** One line for people: "http 409 SESSION_BUSY: …" (a message that starts with its code does not repeat it). */
   describe() {
     const head = this.status === null ? this.kind : `${this.kind} ${this.status}`;
-    return this.code ? `${head} ${this.code}: ${this.message}` : `${head}: ${this.message}`;
+    if (!this.code) {
+      return `${head}: ${this.message}`;
+    }
+    const prefix = `${this.code}: `;
+    const message = this.message.startsWith(prefix) ? this.message.slice(prefix.length) : this.message;
+    return `${head} ${this.code}: ${message}`;
   }
 }
 
@@ -106,6 +111,18 @@ export async function contextReportOf(id) {
 /** GET /api/sessions/{id}/context: a fresh context-care sample's metrics. */
 export async function contextOf(id) {
   return (await contextReportOf(id)).metrics;
+}
+
+/**
+ * The session's recorded sample (CC-MET-5's fallback): `currentState` of
+ * GET /context-care/actions, which reads the log without opening the session — this
+ * process's last boundary sample, else the `contextCareNumeric` projection of the
+ * latest status notice (`source` boundary, log or none).
+ */
+export async function recordedSampleOf(id) {
+  const query = new URLSearchParams({ sessionId: id, limit: "1", offset: "0" });
+  const page = expectFields("maintenance actions", await call("GET", `/context-care/actions?${query}`), ["currentState"]);
+  return expectFields("current state", page.currentState, ["source", "fatigue", "fatigueValue", "wakefulness", "wakefulnessValue", "sampledSeq"]);
 }
 
 /** GET /api/sessions/{id}/context/series: one point per request boundary and the operations (UI-7). */

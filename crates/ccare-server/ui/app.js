@@ -113,7 +113,12 @@ function closeSession() {
   }
 }
 
-function openSession(id) {
+/**
+ * Opens session `id`; `after`: `panelOffset` (the maintenance page to show),
+ * `focusOperation` (the maintenance row that takes the focus once drawn), `keepFocus`
+ * (leave the focus to the caller instead of the input box).
+ */
+function openSession(id, after = {}) {
   closeSession();
   if (window.location.hash !== `#/s/${id}`) {
     window.location.hash = `#/s/${id}`;
@@ -124,8 +129,15 @@ function openSession(id) {
   dom.composer.hidden = false;
   dom.exportButton.hidden = false;
   showStatus(null);
+  document.getElementById("actions-status").hidden = true;
   const indicator = new Indicator(id);
   const panel = new Panel(id, undone);
+  if (typeof after.panelOffset === "number") {
+    panel.offset = after.panelOffset;
+  }
+  if (typeof after.focusOperation === "string") {
+    panel.focusOperation = after.focusOperation;
+  }
   const chart = new Chart(id);
   const prompts = new Prompts(id);
   const rules = new Rules(id);
@@ -189,32 +201,48 @@ function openSession(id) {
   chart.refresh();
   showView(view);
   refreshSessions();
-  dom.input.focus();
+  if (!after.keepFocus) {
+    dom.input.focus();
+  }
 }
 
-/** Draws the detail of the maintenance action that wrote checkpoint `seq` into `node` (CC-EXT-3). */
+/**
+ * Draws the detail of the maintenance action that wrote checkpoint `seq` into `node`
+ * (CC-EXT-3); resolves to whether it was drawn.
+ */
 async function openCheckpoint(id, seq, node) {
   let op;
   try {
     op = await operationOfCheckpoint(id, seq);
   } catch (failure) {
     node.replaceChildren(el("p", "error", failure.describe ? failure.describe() : String(failure)));
-    return;
+    return false;
   }
   if (op === null) {
     node.replaceChildren(el("p", "empty", texts.noOperation(seq)));
-    return;
+    return false;
   }
-  await showDetail(node, id, op, undone);
+  return showDetail(node, id, op, (undoneOp, done) => undone(undoneOp, done));
 }
 
-/** After an undo is durable: reloads the open session (the shadowed messages are live again). */
-function undone(op) {
+/**
+ * After an undo is durable: reloads the open session (the shadowed messages are live
+ * again) and says so. The focus goes where the undo was asked: back to the
+ * maintenance row (same page) when it came from the panel (`where.panelOffset`), else
+ * to the line saying it was undone (the chat's checkpoint row is redrawn).
+ */
+function undone(op, _done, where = {}) {
   if (!open) {
     return;
   }
-  openSession(open.id);
-  showStatus(texts.undone(op));
+  if (typeof where.panelOffset === "number") {
+    openSession(open.id, { panelOffset: where.panelOffset, focusOperation: op, keepFocus: true });
+    showStatus(texts.undone(op));
+  } else {
+    openSession(open.id, { keepFocus: true });
+    showStatus(texts.undone(op));
+    dom.chatStatus.focus();
+  }
 }
 
 /** A one-line note under the chat's head (fork and export results); null hides it. */

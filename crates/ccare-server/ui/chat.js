@@ -85,7 +85,7 @@ export class Conversation {
    * @param {HTMLOListElement} list where the messages go
    * @param {{boundary: () => void, state: (state: string) => void, idle?: () => void,
    *   details?: (seq: number) => void, fork?: (seq: number) => void,
-   *   checkpoint?: (seq: number, node: HTMLElement) => void}} on what to call at a
+   *   checkpoint?: (seq: number, node: HTMLElement) => Promise<boolean>}} on what to call at a
    *   request boundary, when the session's state changes, when the stream says the
    *   session went idle (live only), when a notice's *details* is clicked and when
    *   *fork here* is, and when a checkpoint row is opened (draw its detail into `node`)
@@ -235,11 +235,14 @@ export class Conversation {
       const summary = el("summary");
       summary.append(el("span", "", texts.checkpoint), el("span", "checkpoint-state", ""));
       // Opening the row loads what it replaced beside its text, and its Undo (CC-EXT-3).
+      // The detail shows the checkpoint text in its own column, so the row's copy of
+      // it is hidden while the detail is drawn (the text is shown once).
+      const own = el("pre", "text checkpoint-text", text);
       const detail = el("div", "checkpoint-detail");
-      details.append(summary, el("pre", "text", text), detail);
-      details.addEventListener("toggle", () => {
+      details.append(summary, own, detail);
+      details.addEventListener("toggle", async () => {
         if (details.open && this.on.checkpoint) {
-          this.on.checkpoint(seq, detail);
+          own.hidden = (await this.on.checkpoint(seq, detail)) === true;
         }
       });
       item.append(details, this.detailsLink(seq));

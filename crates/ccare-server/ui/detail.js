@@ -104,14 +104,19 @@ function draw(node, id, detail, onUndone) {
   node.replaceChildren(...parts);
 }
 
-/** Loads action `op` of session `id` into `node` (a load error shows its HTTP status and code). */
+/**
+ * Loads action `op` of session `id` into `node` (a load error shows its HTTP status and
+ * code); resolves to whether the detail was drawn.
+ */
 export async function showDetail(node, id, op, onUndone) {
   node.replaceChildren(el("p", "empty", texts.detailLoading));
   try {
     draw(node, id, await actionDetailOf(id, op), onUndone);
+    return true;
   } catch (failure) {
     const line = el("p", "error", failure && failure.describe ? failure.describe() : String(failure));
     line.setAttribute("role", "alert");
     node.replaceChildren(line);
+    return false;
   }
 }

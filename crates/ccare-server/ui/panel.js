@@ -104,8 +104,13 @@ function actionRow(record, id, onUndone) {
   item.dataset.operation = String(data.operationId ?? "");
   const details = el("details");
   const summary = el("summary");
+  // The seqs of the nodes it wrote (its checkpoints), the ones "find seq" also matches.
+  const written = Array.isArray(data.replacements)
+    ? data.replacements.filter((range) => range && typeof range.newSeq === "number").map((range) => `#${range.newSeq}`)
+    : [];
   summary.append(
     el("span", "action-kind", String(data.action ?? "?")),
+    el("span", "action-seq", written.join(" ")),
     el("span", `action-status s-${status}`, status),
     el("time", "action-time", when(record.at)),
     el("span", "action-input", `${count(data.beforeInput)} → ${count(data.afterInput)}`),
@@ -141,8 +146,46 @@ function actionRow(record, id, onUndone) {
     }
   });
   details.append(summary, facts, detail, raw);
+  // Escape closes the open row from anywhere inside it and gives the focus back to
+  // its summary, so the keyboard returns to the row it opened.
+  details.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && details.open) {
+      event.preventDefault();
+      event.stopPropagation();
+      details.open = false;
+      summary.focus();
+    }
+  });
   item.append(details);
   return item;
+}
+
+/** The operation of the row holding the focus, and whether that row is open; null when the focus is elsewhere. */
+function focusedRow() {
+  const active = document.activeElement;
+  const row = active && active.closest ? active.closest("#actions li.action-row") : null;
+  if (!row) {
+    return null;
+  }
+  const details = row.querySelector("details");
+  return { operation: row.dataset.operation, open: Boolean(details && details.open) };
+}
+
+/** Focuses the summary of the row of `operation` (opening it if `open`); whether it was found. */
+function focusRow(operation, open) {
+  const row = [...byId("actions").querySelectorAll("li.action-row")].find((item) => item.dataset.operation === operation);
+  if (!row) {
+    return false;
+  }
+  const details = row.querySelector("details");
+  if (details && open) {
+    details.open = true;
+  }
+  const summary = row.querySelector("summary");
+  if (summary) {
+    summary.focus();
+  }
+  return true;
 }
 
 /** The panel of session `id`: at most one load in flight, a load asked meanwhile runs after it. */
@@ -151,6 +194,8 @@ export class Panel {
   constructor(id, onUndone) {
     this.id = id;
     this.onUndone = onUndone;
+    /** The operation whose row takes the focus once the next page is drawn (after an undo from it). */
+    this.focusOperation = null;
     this.offset = 0;
     this.closed = false;
     this.running = false;
@@ -198,15 +243,36 @@ export class Panel {
         this.again = true;
         return;
       }
-      const rows = page.actions.map((record) => actionRow(record, this.id, this.onUndone));
+      // An undo from a row reopens the session at this page, the focus on that row.
+      const onUndone = (op, done) => this.onUndone(op, done, { panelOffset: page.offset });
+      const rows = page.actions.map((record) => actionRow(record, this.id, onUndone));
       if (rows.length === 0) {
         rows.push(el("li", "empty", texts.noActions));
       }
+      // Redrawing keeps the keyboard where it was: a focused row is focused again.
+      const kept = focusedRow();
       byId("actions").replaceChildren(...rows);
+      if (this.focusOperation !== null) {
+        if (!focusRow(this.focusOperation, false)) {
+          byId("actions-range").focus();
+        }
+        this.focusOperation = null;
+      } else if (kept) {
+        focusRow(kept.operation, kept.open);
+      }
       const from = page.actions.length === 0 ? 0 : page.offset + 1;
       byId("actions-range").textContent = texts.pageOf(from, page.offset + page.actions.length, page.total);
-      byId("actions-prev").disabled = page.offset === 0;
-      byId("actions-next").disabled = page.nextOffset === null;
+      const prev = byId("actions-prev");
+      const next = byId("actions-next");
+      const active = document.activeElement;
+      prev.disabled = page.offset === 0;
+      next.disabled = page.nextOffset === null;
+      // A pager button that just became disabled hands the focus to the other one.
+      if (active === next && next.disabled && !prev.disabled) {
+        prev.focus();
+      } else if (active === prev && prev.disabled && !next.disabled) {
+        next.focus();
+      }
       this.nextOffset = page.nextOffset;
       showError(byId("actions-error"), null);
     } catch (failure) {

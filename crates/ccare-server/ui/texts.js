@@ -1,8 +1,10 @@
 // The UI's texts, in one place, English and Chinese (issue 16 item 8). The locale is
-// the one remembered in localStorage (the header's switch sets it), else the browser's
-// `navigator.language` (zh* → Chinese): the server's `[agent] locale` is not exposed by
-// the API. `texts` is the chosen table; the page reloads on a switch, so every part is
-// drawn again in the new language.
+// the one remembered in localStorage (the header's switch sets it), else the server's
+// `[agent] locale` (GET /api/info), else the browser's `navigator.language` (zh* →
+// Chinese) when the server cannot be asked. `texts` is the chosen table; the page
+// reloads on a switch, so every part is drawn again in the new language. The choice
+// needs the server's answer, so this module awaits it at the top level: every module
+// importing `texts` runs once the language is known.
 
 /** The storage key of the chosen locale. */
 const KEY = "ccare.locale";
@@ -51,6 +53,10 @@ const en = {
   fatigue: "Fatigue",
   wakefulness: "Wakefulness",
   uncalibrated: "uncalibrated",
+  noMetric: "—",
+  sampleRecorded: (seq) => `no live sample: as recorded at seq ${seq}`,
+  sampleBoundary: "no live sample: as at the last request boundary",
+  sampleNone: "no live sample and none recorded",
   levels: {
     normal: "normal",
     elevated: "elevated",
@@ -252,6 +258,10 @@ const zh = {
   fatigue: "疲劳度",
   wakefulness: "清醒度",
   uncalibrated: "未校准",
+  noMetric: "—",
+  sampleRecorded: (seq) => `无实时采样：按 seq ${seq} 处的记录`,
+  sampleBoundary: "无实时采样：按上一次请求边界",
+  sampleNone: "无实时采样，也无记录",
   levels: {
     normal: "正常",
     elevated: "偏高",
@@ -409,23 +419,46 @@ const zh = {
 
 const TABLES = { en, zh };
 
-/** The remembered locale, else the browser's. */
-function chosen() {
-  let stored = null;
+/** The remembered locale, or null. */
+function remembered() {
   try {
-    stored = window.localStorage.getItem(KEY);
+    const stored = window.localStorage.getItem(KEY);
+    return stored && LOCALES.includes(stored) ? stored : null;
   } catch {
-    stored = null;
+    return null;
   }
-  if (stored && LOCALES.includes(stored)) {
+}
+
+/** The server's configured locale (`GET /api/info`), or null when it cannot be had. */
+async function configured() {
+  try {
+    const response = await fetch("/api/info", { credentials: "same-origin" });
+    if (!response.ok) {
+      return null;
+    }
+    const info = await response.json();
+    return info && LOCALES.includes(info.locale) ? info.locale : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The remembered locale, else the server's, else the browser's. */
+async function chosen() {
+  const stored = remembered();
+  if (stored) {
     return stored;
+  }
+  const server = await configured();
+  if (server) {
+    return server;
   }
   const language = (navigator.language || "en").toLowerCase();
   return language.startsWith("zh") ? "zh" : "en";
 }
 
 /** The UI's locale: `en` or `zh`. */
-export const locale = chosen();
+export const locale = await chosen();
 
 /** The texts of the UI's locale. */
 export const texts = TABLES[locale];

@@ -3,8 +3,9 @@
 //!
 //! Modules, one job each: `sessions` (API-1: list, create, one session, export, fork),
 //! `commands` (API-2: messages, tool results, cancel), `events` (API-3: the SSE
-//! stream), `context` (API-4), `types` (the bodies with their schemas), `errors` (the
-//! engine's errors as `{error, message}` replies with the CLI's codes).
+//! stream), `context` (API-4), `info` (the served profile and its locale, for the web
+//! UI), `types` (the bodies with their schemas), `errors` (the engine's errors as
+//! `{error, message}` replies with the CLI's codes).
 //!
 //! Every route is authenticated ([`RouteSpec::new`]'s default); the host's fence,
 //! limits and headers stand in front of all of them.
@@ -13,6 +14,7 @@ pub(crate) mod commands;
 mod context;
 pub mod errors;
 pub mod events;
+pub mod info;
 pub mod sessions;
 pub mod types;
 
@@ -34,6 +36,7 @@ pub fn register(routes: &Routes, context: &ServerContext) -> Result<(), RouteErr
         commands::routes(context)?,
         events::routes(context)?,
         context::routes(context)?,
+        info::routes(context)?,
     ];
     for spec in specs.into_iter().flatten() {
         routes.register(OWNER, spec)?;

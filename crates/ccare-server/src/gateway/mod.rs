@@ -238,11 +238,20 @@ fn tool_results(
 }
 
 /// The message the session is given: one text block per new client message (system
-/// messages the client added included), or a 400 naming what cannot be entered yet.
+/// messages and assistant messages the client wrote itself included), or a 400 naming
+/// what cannot be entered yet.
 fn new_message(new: &[wire::ChatMessage]) -> Result<ccare_core::Message, RouteReply> {
     if new.is_empty() {
         return Err(refusal::bad_transcript(
             "the messages add nothing the session has not answered: the last message must be a new user message",
+        ));
+    }
+    if new
+        .last()
+        .is_some_and(|message| message.role == "assistant")
+    {
+        return Err(refusal::bad_transcript(
+            "messages: the last message is an assistant message the gateway did not answer; the last message must be a new user message",
         ));
     }
     let mut blocks = Vec::with_capacity(new.len());
@@ -251,6 +260,10 @@ fn new_message(new: &[wire::ChatMessage]) -> Result<ccare_core::Message, RouteRe
         match message.role.as_str() {
             "user" => users += 1,
             "system" | "developer" => {}
+            // Words the client wrote for the assistant (Aider's few-shot examples and
+            // acknowledgements, a reply from another session) are entered as text, as
+            // system messages are; tool calls the gateway never made cannot be.
+            "assistant" if !message.has_tool_calls() => {}
             "tool" => {
                 let call = message.tool_call_id.as_deref().unwrap_or("");
                 return Err(refusal::refuse(
@@ -261,11 +274,15 @@ fn new_message(new: &[wire::ChatMessage]) -> Result<ccare_core::Message, RouteRe
                     ),
                 ));
             }
-            "assistant" | "function" => {
-                return Err(refusal::bad_transcript(format!(
-                    "messages: a {:?} message the gateway did not answer cannot be entered yet (only new system and user messages continue a session)",
-                    message.role
-                )));
+            "assistant" => {
+                return Err(refusal::bad_transcript(
+                    "messages: an \"assistant\" message with tool calls the gateway did not make cannot be entered (only the calls it answered with can be)",
+                ));
+            }
+            "function" => {
+                return Err(refusal::bad_transcript(
+                    "messages: a \"function\" message the gateway did not answer cannot be entered yet (only new system, user and assistant messages continue a session)",
+                ));
             }
             other => {
                 return Err(refusal::bad_transcript(format!(

@@ -116,6 +116,16 @@ impl ChatMessage {
         }
     }
 
+    /// Whether the message carries tool calls (`null` and `[]` carry none, as SDKs
+    /// send them for plain answers).
+    pub fn has_tool_calls(&self) -> bool {
+        self.tool_calls.as_ref().is_some_and(|calls| match calls {
+            serde_json::Value::Null => false,
+            serde_json::Value::Array(calls) => !calls.is_empty(),
+            _ => true,
+        })
+    }
+
     /// Whether any part is not text (images and files land later).
     pub fn has_non_text_part(&self) -> bool {
         matches!(&self.content, Some(ChatContent::Parts(parts)) if parts.iter().any(|part| part.kind != "text"))

@@ -675,13 +675,60 @@ async fn gw_6_an_unknown_model_is_404_model_not_found_not_retried() {
     assert!(rig.fake.requests().is_empty());
 }
 
+/// GW-3 for clients that write assistant messages themselves (Aider's few-shot
+/// examples and acknowledgements): a new conversation holding them is entered, their
+/// text in the user message as system messages are, and the conversation continues
+/// its session. Tool calls the gateway never made are still refused (GW-6 below).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_3_assistant_messages_the_client_wrote_are_entered_as_text() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("real answer"));
+    rig.fake.push(Reply::text("second answer"));
+    let mut messages = vec![
+        json!({"role": "system", "content": "be brief"}),
+        json!({"role": "user", "content": "EXAMPLE-Q"}),
+        json!({"role": "assistant", "content": "EXAMPLE-A"}),
+        json!({"role": "user", "content": "REAL-Q"}),
+    ];
+    let first = chat(&rig, &json!({"model": "fake/model", "messages": messages})).await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = session_of(&first);
+    let answer: Value = first.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "real answer");
+    let upstream = rig.fake.requests()[0].body["messages"].clone();
+    let last = upstream.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "user");
+    let text = last["content"].to_string();
+    let at = |needle: &str| {
+        text.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {text}"))
+    };
+    assert!(at("be brief") < at("EXAMPLE-Q") && at("EXAMPLE-Q") < at("EXAMPLE-A"));
+    assert!(at("EXAMPLE-A") < at("REAL-Q"), "{text}");
+    let exported = export(&rig, &session).await;
+    assert_eq!(exported.matches(r#""type":"user/message""#).count(), 1);
+    assert_eq!(exported.matches(r#""type":"assistant/message""#).count(), 1);
+    messages.push(json!({"role": "assistant", "content": "real answer"}));
+    messages.push(json!({"role": "user", "content": "MORE"}));
+    let second = chat(&rig, &json!({"model": "fake/model", "messages": messages})).await;
+    assert_eq!(second.status().as_u16(), 200);
+    assert_eq!(session_of(&second), session);
+    let exported = export(&rig, &session).await;
+    assert_eq!(exported.matches(r#""type":"user/message""#).count(), 2);
+    assert_eq!(exported.matches("EXAMPLE-A").count(), 1, "{exported}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_6_a_bad_transcript_is_400_not_retried() {
     let rig = Rig::start().await;
     for (messages, fragment) in [
         (
-            json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "made up"}, {"role": "user", "content": "go"}]),
-            "\"assistant\" message the gateway did not answer",
+            json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "call_z", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}, {"role": "user", "content": "go"}]),
+            "\"assistant\" message with tool calls the gateway did not make",
+        ),
+        (
+            json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "made up"}]),
+            "the last message is an assistant message the gateway did not answer",
         ),
         (
             json!([{"role": "system", "content": "only"}]),
@@ -817,7 +864,7 @@ print(json.dumps(out))
 "#;
 
 /// The cargo target directory, where the real clients are installed once and reused.
-fn target_dir() -> std::path::PathBuf {
+pub(crate) fn target_dir() -> std::path::PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
@@ -1147,7 +1194,7 @@ fn sdk_node() -> Option<std::path::PathBuf> {
 }
 
 /// A script under `tests/it/clients/`.
-fn client_script(name: &str) -> std::path::PathBuf {
+pub(crate) fn client_script(name: &str) -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/it/clients")
         .join(name)
@@ -1155,7 +1202,7 @@ fn client_script(name: &str) -> std::path::PathBuf {
 
 /// Runs `program script` against the rig with `envs`, asserting it exits 0, and
 /// decodes the one JSON object it prints.
-async fn run_client(
+pub(crate) async fn run_client(
     rig: &Rig,
     program: std::path::PathBuf,
     script: &str,
@@ -1349,14 +1396,5 @@ async fn gw_7_a_long_conversation_through_the_python_sdk_compacts_and_keeps_its_
         }
     }
     let reported_at: Vec<usize> = reported.iter().map(|(index, _)| *index).collect();
-    for r in &conversation {
-        let m = r.body["messages"].as_array().unwrap();
-        let l = m.last().unwrap().to_string();
-        eprintln!("DEBUG last {} {}", m.len(), &l[..l.len().min(150)]);
-    }
-    eprintln!(
-        "DEBUG breaks {breaks:?} reported {reported:?} n {} committed {committed:?}",
-        seen.len()
-    );
     assert_eq!(breaks, reported_at, "prefix breaks vs reported compactions");
 }

@@ -6,6 +6,7 @@
 
 mod events;
 mod gateway;
+mod gateway_clients;
 mod host;
 mod load;
 mod management;
@@ -13,4 +14,5 @@ mod rig;
 mod series;
 mod sessions;
 mod ui;
+mod ui_more;
 mod undo;

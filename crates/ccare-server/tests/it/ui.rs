@@ -130,7 +130,7 @@ async fn ui_the_app_sends_a_browser_without_a_login_to_the_login_page_and_serves
 }
 
 /// The first of `names` found on `PATH` or as an absolute path.
-fn program(names: &[&str]) -> Option<PathBuf> {
+pub(crate) fn program(names: &[&str]) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     names.iter().find_map(|name| {
         let direct = Path::new(name);
@@ -144,7 +144,7 @@ fn program(names: &[&str]) -> Option<PathBuf> {
 }
 
 /// chromedriver, killed when dropped.
-struct Driver {
+pub(crate) struct Driver {
     child: Child,
     url: String,
 }
@@ -157,7 +157,7 @@ impl Drop for Driver {
 }
 
 /// Starts chromedriver on a free loopback port and waits until it listens.
-async fn start_driver(chromedriver: &Path) -> Driver {
+pub(crate) async fn start_driver(chromedriver: &Path) -> Driver {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -188,22 +188,36 @@ async fn start_driver(chromedriver: &Path) -> Driver {
 }
 
 /// Headless chromium at 1280×800 through `driver`.
-async fn browser(driver: &Driver, chromium: &Path) -> Client {
+pub(crate) async fn browser(driver: &Driver, chromium: &Path) -> Client {
+    browser_with(driver, chromium, &[], None).await
+}
+
+/// Headless chromium through `driver` with `extra` command-line switches, at 1280×800,
+/// or as a phone of `phone` = (width, height) CSS pixels (chromedriver's mobile
+/// emulation: that viewport, touch, a phone's user agent).
+pub(crate) async fn browser_with(
+    driver: &Driver,
+    chromium: &Path,
+    extra: &[&str],
+    phone: Option<(u32, u32)>,
+) -> Client {
+    let mut args = vec![
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--no-first-run",
+        "--window-size=1280,800",
+    ];
+    args.extend_from_slice(extra);
+    let mut options = json!({ "binary": chromium, "args": args });
+    if let Some((width, height)) = phone {
+        options["mobileEmulation"] = json!({
+            "deviceMetrics": { "width": width, "height": height, "pixelRatio": 2.0, "touch": true },
+        });
+    }
     let mut capabilities = serde_json::Map::new();
-    capabilities.insert(
-        "goog:chromeOptions".to_owned(),
-        json!({
-            "binary": chromium,
-            "args": [
-                "--headless=new",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--no-first-run",
-                "--window-size=1280,800",
-            ],
-        }),
-    );
+    capabilities.insert("goog:chromeOptions".to_owned(), options);
     ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
         .capabilities(capabilities)
         .connect(&driver.url)
@@ -212,7 +226,7 @@ async fn browser(driver: &Driver, chromium: &Path) -> Client {
 }
 
 /// Polls `probe` until it returns `Some`, or fails naming `what`.
-async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+pub(crate) async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
@@ -228,20 +242,20 @@ where
 }
 
 /// The text of the first element matching `css`, if there is one.
-async fn text_of(client: &Client, css: &str) -> Option<String> {
+pub(crate) async fn text_of(client: &Client, css: &str) -> Option<String> {
     let element = client.find(Locator::Css(css)).await.ok()?;
     element.text().await.ok()
 }
 
 /// The class attribute of the element matching `css`.
-async fn class_of(client: &Client, css: &str) -> String {
+pub(crate) async fn class_of(client: &Client, css: &str) -> String {
     let element = client.find(Locator::Css(css)).await.unwrap();
     element.attr("class").await.unwrap().unwrap_or_default()
 }
 
 /// What the indicator must show for one metric of `GET …/context`: its text and colour
 /// class (UI-1).
-fn expected_metric(
+pub(crate) fn expected_metric(
     label: &str,
     value: &Value,
     level: &str,
@@ -260,7 +274,7 @@ fn expected_metric(
 }
 
 /// Where the screenshots go: `target/ui-screenshots/`.
-fn screenshot_dir() -> PathBuf {
+pub(crate) fn screenshot_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
@@ -268,7 +282,7 @@ fn screenshot_dir() -> PathBuf {
 }
 
 /// chromium and chromedriver, or `None` (with a note; a failure when `CI` is set).
-fn browser_programs() -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn browser_programs() -> Option<(PathBuf, PathBuf)> {
     let (Some(chromium), Some(chromedriver)) = (
         program(&["chromium", "chromium-browser", "/usr/lib/chromium/chromium"]),
         program(&["chromedriver", "/usr/lib/chromium/chromedriver"]),
@@ -283,7 +297,7 @@ fn browser_programs() -> Option<(PathBuf, PathBuf)> {
 
 /// Opens `/` without a login (the login page shows), logs in with the rig's token and
 /// waits for the app.
-async fn log_in(client: &Client, rig: &Rig) {
+pub(crate) async fn log_in(client: &Client, rig: &Rig) {
     client.goto(&rig.url("/")).await.unwrap();
     assert_eq!(client.current_url().await.unwrap().path(), "/login");
     client
@@ -310,7 +324,7 @@ async fn log_in(client: &Client, rig: &Rig) {
 }
 
 /// Saves a PNG of the page as `target/ui-screenshots/{name}`.
-async fn screenshot(client: &Client, name: &str) {
+pub(crate) async fn screenshot(client: &Client, name: &str) {
     let dir = screenshot_dir();
     std::fs::create_dir_all(&dir).unwrap();
     let png = client.screenshot().await.unwrap();
@@ -447,7 +461,7 @@ async fn ui_1_in_a_browser_log_in_start_a_session_see_the_answer_stream_and_the_
 }
 
 /// A token count as the panel writes it: `12,345 tokens`.
-fn tokens(n: u64) -> String {
+pub(crate) fn tokens(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (index, digit) in digits.chars().enumerate() {
@@ -460,7 +474,7 @@ fn tokens(n: u64) -> String {
 }
 
 /// How many elements match `css`.
-async fn count_of(client: &Client, css: &str) -> usize {
+pub(crate) async fn count_of(client: &Client, css: &str) -> usize {
     client.find_all(Locator::Css(css)).await.unwrap().len()
 }
 
@@ -634,7 +648,7 @@ async fn ui_2_ui_7_ui_8_the_panel_matches_the_context_the_chart_has_one_marker_p
 }
 
 /// A browser at `/` logged in, in English, with session `id` open.
-async fn open_in_english(client: &Client, rig: &Rig, id: &str) {
+pub(crate) async fn open_in_english(client: &Client, rig: &Rig, id: &str) {
     client.goto(&rig.url("/login")).await.unwrap();
     client
         .execute("window.localStorage.setItem('ccare.locale', 'en')", vec![])
@@ -650,7 +664,7 @@ async fn open_in_english(client: &Client, rig: &Rig, id: &str) {
 }
 
 /// Clicks the element matching `css`.
-async fn click(client: &Client, css: &str) {
+pub(crate) async fn click(client: &Client, css: &str) {
     client
         .find(Locator::Css(css))
         .await
@@ -661,7 +675,7 @@ async fn click(client: &Client, css: &str) {
 }
 
 /// Waits until the element matching `css` reads `expected`.
-async fn until_text(client: &Client, css: &str, expected: &str) {
+pub(crate) async fn until_text(client: &Client, css: &str, expected: &str) {
     let what = format!("{css} to read {expected:?}");
     let shown = eventually(&what, || async {
         let text = text_of(client, css).await?;
@@ -1161,6 +1175,16 @@ async fn cc_ext_3_ui_a_checkpoint_row_opens_its_diff_and_undo_restores_the_histo
     let new = text_of(&client, &format!("{row} .diff-new")).await.unwrap();
     assert!(new.starts_with("Checkpoint text"), "{new}");
     assert!(new.contains("search the log for 'fox'."), "{new}");
+    // The checkpoint text shows once in the open row: in the detail's column, not
+    // again above it.
+    let shown = client
+        .execute(
+            "return document.querySelector(arguments[0]).innerText.split(arguments[1]).length - 1",
+            vec![json!(row), json!("search the log for 'fox'.")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(shown, json!(1), "the checkpoint text appears once");
     let input = text_of(&client, &format!("{row} dd.detail-input"))
         .await
         .unwrap();
@@ -1312,6 +1336,12 @@ async fn cc_ext_3_ui_a_checkpoint_row_opens_its_diff_and_undo_restores_the_histo
         &format!("Undid {op}: the replaced messages are live again"),
     )
     .await;
+    // The focus is on the line saying so (the row it came from was redrawn).
+    let focused = client
+        .execute("return document.activeElement.id", vec![])
+        .await
+        .unwrap();
+    assert_eq!(focused, json!("chat-status"));
     client
         .execute(
             "document.querySelector(arguments[0]).scrollIntoView()",
