@@ -222,16 +222,28 @@ impl Agents {
     /// Creates a new session with `meta` and starts its actor (nobody knows the new
     /// id before it is returned, so nobody else can hold its lease).
     pub async fn create(&self, meta: JsonObject) -> Result<AgentHandle, AppError> {
-        let session = self.shared.host.sessions().create(None, meta).await?;
+        let id = ccare_session::new_session_id()?;
         let store = Arc::clone(self.shared.host.sessions().store());
+        // The session row and its lease are queued together, so the store commits them
+        // in one group (one fsync before the first turn, not two). A lease row does not
+        // need its session to exist, and nobody else can claim an id not yet returned.
         let lease = SessionLease::acquire(
             store,
             Arc::new(SystemClock),
-            session.id(),
+            &id,
             self.shared.lease_ms,
             WhenBusy::Fail,
-        )
-        .await?;
+        );
+        let created = self.shared.host.sessions().create(Some(id.clone()), meta);
+        let (lease, session) = tokio::join!(lease, created);
+        let (lease, session) = match (lease, session) {
+            (Ok(lease), Ok(session)) => (lease, session),
+            (Ok(lease), Err(error)) => {
+                let _ = lease.release().await;
+                return Err(error.into());
+            }
+            (Err(error), _) => return Err(error),
+        };
         let slot = self.slot(session.id());
         let mut running = slot.lock().await;
         let (actor, handle) = self.start(session, lease).await?;

@@ -22,10 +22,11 @@
 //! [`SqliteConfig::max_group_ops`] operations are in the group, or a flush is taken.
 //! Then it commits and resolves the group's tickets in queue order.
 //!
-//! When the queue runs empty right after an *append*, the writer lingers once for
-//! [`SqliteStore::APPEND_LINGER`] and takes what arrived meanwhile: a session appending a burst of
-//! events is still mid-burst, and the caller that needs them durable sends a flush,
-//! which ends the group at once (so `append` + `flush` waits for one commit, not two).
+//! When the queue runs empty right after an *append*, the writer waits up to
+//! [`SqliteStore::APPEND_LINGER`] for the next operation and takes it into the group: a
+//! session appending a burst of events is still mid-burst, and the caller that needs them
+//! durable sends a flush, which ends the group at once (so `append` + `flush` waits for
+//! one commit, not two, even when the kernel does work between them).
 //! After any other operation (a KV write or a lease, whose callers await the ticket
 //! itself) and after [`Store::append_awaited`] it never lingers. Either way a group commits well within
 //! [`SqliteConfig::commit_window_ms`] of its first operation (H-STORE-4): lingering
@@ -234,10 +235,15 @@ impl SqliteStore {
     pub const SCHEMA_VERSION: i64 = 2;
     /// How long a connection waits for another connection's lock before failing.
     pub const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
-    /// How long the writer waits for more work when the queue runs empty right after an
-    /// append (see the module docs): about the time a busy session takes for a dozen
-    /// appends, and short beside one commit's fsync.
-    pub const APPEND_LINGER: Duration = Duration::from_micros(50);
+    /// How long, at most, the writer waits for the next operation when the queue runs
+    /// empty right after an append (see the module docs). An append nobody awaits is
+    /// nearly always followed by the flush that needs it (the kernel appends
+    /// `step/start`, builds the request, then flushes before dispatch) or by more
+    /// appends; waiting for them makes one commit (one fsync) of what would be two or
+    /// three. The wait ends the moment an operation arrives, so it costs time only when
+    /// nothing follows: then the append is durable this much later, still well within
+    /// [`SqliteConfig::commit_window_ms`].
+    pub const APPEND_LINGER: Duration = Duration::from_millis(5);
 
     /// Opens (creating if missing) the database at `config.path`, sets it up and starts
     /// the writer thread. Blocking. Fails with `Backend` (naming the path) when the file
@@ -662,11 +668,19 @@ impl Writer {
                     }
                     next = match queue.try_recv() {
                         Ok(op) => Some(op),
-                        Err(mpsc::TryRecvError::Empty)
-                            if linger && started.elapsed() < self.commit_window =>
-                        {
-                            std::thread::sleep(SqliteStore::APPEND_LINGER);
-                            queue.try_recv().ok()
+                        Err(mpsc::TryRecvError::Empty) if linger => {
+                            // Wait for the flush (or the next append) that usually
+                            // follows, never past the window.
+                            let waited = started.elapsed();
+                            let left = self
+                                .commit_window
+                                .saturating_sub(waited)
+                                .min(SqliteStore::APPEND_LINGER);
+                            if left.is_zero() {
+                                None
+                            } else {
+                                queue.recv_timeout(left).ok()
+                            }
                         }
                         // Empty or disconnected: commit now (the outer loop sees the end).
                         Err(_) => None,

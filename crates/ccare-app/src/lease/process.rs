@@ -8,6 +8,7 @@
 //! too. Elsewhere liveness is unknown and the lease is only taken over when it expires.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 /// Whether a lease's process is still running.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,8 +22,14 @@ pub(crate) enum Liveness {
 }
 
 /// The name of this machine: the kernel's host name, else `$HOSTNAME`, else
-/// `$COMPUTERNAME`, else `localhost`.
+/// `$COMPUTERNAME`, else `localhost`. Read once per process (every new session's lease
+/// names it; a rename while the process runs is not followed).
 pub(crate) fn host_name() -> String {
+    static NAME: OnceLock<String> = OnceLock::new();
+    NAME.get_or_init(read_host_name).clone()
+}
+
+fn read_host_name() -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/hostname").ok();
     [
         kernel,
@@ -36,9 +43,10 @@ pub(crate) fn host_name() -> String {
     .unwrap_or_else(|| "localhost".to_owned())
 }
 
-/// This process's start time as [`process_start`] reads it.
+/// This process's start time as [`process_start`] reads it (once: it never changes).
 pub(crate) fn own_start() -> Option<u64> {
-    process_start(std::process::id())
+    static START: OnceLock<Option<u64>> = OnceLock::new();
+    *START.get_or_init(|| process_start(std::process::id()))
 }
 
 /// A process's start time (clock ticks after boot), where the platform tells.

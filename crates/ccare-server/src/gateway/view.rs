@@ -224,7 +224,13 @@ impl Views {
 
     /// Writes `row` → `session`, whatever it held.
     async fn put(&self, row: &str, session: &SessionId) -> Result<(), StoreError> {
-        let value = session.as_str().as_bytes().to_vec();
+        self.overwrite(row, session.as_str().as_bytes().to_vec())
+            .await
+    }
+
+    /// Writes `value` to `row`, whatever it held (three tries against concurrent
+    /// writers; the last writer wins).
+    async fn overwrite(&self, row: &str, value: Vec<u8>) -> Result<(), StoreError> {
         for _ in 0..3 {
             let version = self
                 .store
@@ -254,6 +260,10 @@ impl Views {
 
     /// Records `view` as `session`'s client view and indexes its last hash; the
     /// previous last hash stops naming the session.
+    ///
+    /// The rows are read first, then every write is queued at once, so the store
+    /// commits them in one group (one fsync before the client's `[DONE]`, not four). A
+    /// row another writer changed in between is written again on its own.
     pub(crate) async fn record(
         &self,
         session: &SessionId,
@@ -264,59 +274,65 @@ impl Views {
             what: "gateway view",
             detail: error.to_string(),
         })?;
-        let mut previous = None;
-        for _ in 0..3 {
-            let entry = self.store.kv_get(DOMAIN, &row).await?;
-            let version = entry.as_ref().map(|entry| entry.version);
-            previous = entry
-                .and_then(|entry| serde_json::from_slice::<ClientView>(&entry.value).ok())
-                .and_then(|old| old.last().map(str::to_owned));
-            match self
-                .store
-                .kv_cas(DOMAIN, &row, version, Some(bytes.clone()))
-                .await
-            {
-                Ok(_) => break,
-                Err(StoreError::CasConflict { .. }) => continue,
-                Err(error) => return Err(error),
-            }
-        }
-        if let Some(old) = previous.filter(|old| Some(old.as_str()) != view.last()) {
-            self.unindex(&old, session).await?;
-        }
-        if let Some(last) = view.last() {
-            self.put(&chain_row(last), session).await?;
-        }
+        let stored = self.store.kv_get(DOMAIN, &row).await?;
+        let version = stored.as_ref().map(|entry| entry.version);
+        let previous = stored
+            .and_then(|entry| serde_json::from_slice::<ClientView>(&entry.value).ok())
+            .and_then(|old| old.last().map(str::to_owned))
+            .filter(|old| Some(old.as_str()) != view.last());
         // The newest mark is indexed so a client without a key that edits or
         // regenerates a later message finds the fork point (GW-2).
-        if let Some(hash) = view
+        let mark = view
             .marks
             .last()
             .and_then(|mark| mark.messages.checked_sub(1))
-            .and_then(|index| view.hashes.get(index))
-        {
-            self.put(&mark_row(hash), session).await?;
+            .and_then(|index| view.hashes.get(index));
+        let mut rows: Vec<(String, Option<Vec<u8>>)> = Vec::with_capacity(3);
+        if let Some(old) = &previous {
+            rows.push((chain_row(old), None));
+        }
+        let value = session.as_str().as_bytes().to_vec();
+        if let Some(last) = view.last() {
+            rows.push((chain_row(last), Some(value.clone())));
+        }
+        if let Some(hash) = mark {
+            rows.push((mark_row(hash), Some(value)));
+        }
+        let current = futures_util::future::try_join_all(
+            rows.iter().map(|(key, _)| self.store.kv_get(DOMAIN, key)),
+        )
+        .await?;
+        let mut writes = vec![(row, version, Some(bytes))];
+        for ((key, value), entry) in rows.into_iter().zip(current) {
+            match (&value, entry) {
+                // An old chain row is dropped only while it still names the session.
+                (None, Some(entry)) if entry.value == session.as_str().as_bytes() => {
+                    writes.push((key, Some(entry.version), None));
+                }
+                (None, _) => {}
+                (Some(wanted), Some(entry)) if &entry.value == wanted => {}
+                (Some(_), entry) => writes.push((key, entry.map(|entry| entry.version), value)),
+            }
+        }
+        let tickets: Vec<_> = writes
+            .iter()
+            .map(|(key, expected, value)| self.store.kv_cas(DOMAIN, key, *expected, value.clone()))
+            .collect();
+        let results = futures_util::future::join_all(tickets).await;
+        for ((key, _, value), result) in writes.into_iter().zip(results) {
+            match result {
+                Ok(_) => {}
+                // Someone else wrote the row meanwhile: the view and the index rows
+                // are ours to set, a stale chain row is left to its new owner.
+                Err(StoreError::CasConflict { .. }) => {
+                    if let Some(value) = value {
+                        self.overwrite(&key, value).await?;
+                    }
+                }
+                Err(error) => return Err(error),
+            }
         }
         Ok(())
-    }
-
-    /// Deletes `chain/<hash>` if it still names `session`.
-    async fn unindex(&self, hash: &str, session: &SessionId) -> Result<(), StoreError> {
-        let row = chain_row(hash);
-        let Some(entry) = self.store.kv_get(DOMAIN, &row).await? else {
-            return Ok(());
-        };
-        if entry.value != session.as_str().as_bytes() {
-            return Ok(());
-        }
-        match self
-            .store
-            .kv_cas(DOMAIN, &row, Some(entry.version), None)
-            .await
-        {
-            Ok(_) | Err(StoreError::CasConflict { .. }) => Ok(()),
-            Err(error) => Err(error),
-        }
     }
 }
 
