@@ -22,8 +22,9 @@
 //! [`SqliteConfig::max_group_ops`] operations are in the group, or a flush is taken.
 //! Then it commits and resolves the group's tickets in queue order.
 //!
-//! When the queue runs empty right after an *append*, the writer waits up to
-//! [`SqliteStore::APPEND_LINGER`] for the next operation and takes it into the group: a
+//! When the queue runs empty right after an *append*, the writer sleeps
+//! [`SqliteStore::APPEND_BURST_GAP`], then waits up to [`SqliteStore::APPEND_LINGER`]
+//! for the next operation and takes it into the group: a
 //! session appending a burst of events is still mid-burst, and the caller that needs them
 //! durable sends a flush, which ends the group at once (so `append` + `flush` waits for
 //! one commit, not two, even when the kernel does work between them).
@@ -244,6 +245,9 @@ impl SqliteStore {
     /// nothing follows: then the append is durable this much later, still well within
     /// [`SqliteConfig::commit_window_ms`].
     pub const APPEND_LINGER: Duration = Duration::from_millis(5);
+    /// How long the writer sleeps first when the queue runs empty after an append: about
+    /// the time a busy session takes for a dozen appends, so a burst is taken in bulk.
+    pub const APPEND_BURST_GAP: Duration = Duration::from_micros(50);
 
     /// Opens (creating if missing) the database at `config.path`, sets it up and starts
     /// the writer thread. Blocking. Fails with `Backend` (naming the path) when the file
@@ -639,6 +643,7 @@ impl Writer {
             return;
         }
         let mut done = Vec::new();
+        let commit_window = self.commit_window;
         let failure = match self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -669,18 +674,7 @@ impl Writer {
                     next = match queue.try_recv() {
                         Ok(op) => Some(op),
                         Err(mpsc::TryRecvError::Empty) if linger => {
-                            // Wait for the flush (or the next append) that usually
-                            // follows, never past the window.
-                            let waited = started.elapsed();
-                            let left = self
-                                .commit_window
-                                .saturating_sub(waited)
-                                .min(SqliteStore::APPEND_LINGER);
-                            if left.is_zero() {
-                                None
-                            } else {
-                                queue.recv_timeout(left).ok()
-                            }
+                            Self::linger(queue, started, commit_window)
                         }
                         // Empty or disconnected: commit now (the outer loop sees the end).
                         Err(_) => None,
@@ -717,6 +711,32 @@ impl Writer {
             tracing::trace!(ops = done.len(), "sqlite group committed");
         }
         self.resolve(done, failure);
+    }
+
+    /// The operation that follows an append nobody awaits, if one comes soon enough:
+    /// first a short sleep that lets a burst's next appends pile up (taken together,
+    /// without a wake-up each), then a blocking wait of up to
+    /// [`SqliteStore::APPEND_LINGER`] for the flush that usually follows. Never past
+    /// the group's commit window.
+    fn linger(queue: &mpsc::Receiver<Op>, started: Instant, commit_window: Duration) -> Option<Op> {
+        let left = |cap: Duration| commit_window.saturating_sub(started.elapsed()).min(cap);
+        let burst = left(SqliteStore::APPEND_BURST_GAP);
+        if burst.is_zero() {
+            return None;
+        }
+        std::thread::sleep(burst);
+        match queue.try_recv() {
+            Ok(op) => Some(op),
+            Err(mpsc::TryRecvError::Disconnected) => None,
+            Err(mpsc::TryRecvError::Empty) => {
+                let wait = left(SqliteStore::APPEND_LINGER);
+                if wait.is_zero() {
+                    None
+                } else {
+                    queue.recv_timeout(wait).ok()
+                }
+            }
+        }
     }
 
     /// Hands each result to its ticket, in queue order. After a failed group every
