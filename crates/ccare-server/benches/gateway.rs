@@ -17,6 +17,9 @@
 //!   requests at once, each read to its end (`[DONE]`), the fake answering at a fast
 //!   model's pace (first token after 20 ms, then 10 tokens 2 ms apart). Target:
 //!   gateway rate / direct rate, i.e. the direct median time over the gateway's, ≥ 0.9.
+//! - `direct_real_pace_c20`, `gateway_real_pace_c20`, `gateway_real_pace_c20_care_off`:
+//!   the same at a hosted model's pace (first token after 300 ms, then 50 tokens at 50
+//!   tokens/s), the rate a client of a real upstream meets.
 //! - `direct_throughput_c20`, `gateway_throughput_c20`,
 //!   `gateway_throughput_c20_care_off`: the same with the fake answering at once, so
 //!   the rate is bounded by the gateway's own cost per request (durable session,
@@ -52,29 +55,44 @@ use serde_json::json;
 /// Requests in flight at once in the throughput rows.
 const CONCURRENCY: usize = 20;
 
-/// The word in a request that makes the fake answer at a model's pace.
-const PACED: &str = "paced";
-/// The paced answer's time to its first token.
-const PACED_FIRST_TOKEN: Duration = Duration::from_millis(20);
-/// The paced answer's tokens, one every [`PACED_TOKEN_GAP`].
-const PACED_TOKENS: usize = 10;
-/// The time between two tokens of the paced answer (500 tokens/s: a fast model).
-const PACED_TOKEN_GAP: Duration = Duration::from_millis(2);
+/// The words in a request that make the fake answer at a model's pace.
+const FAST_WORD: &str = "paced-fast";
+const REAL_WORD: &str = "paced-real";
 
-/// An answer streamed at a model's pace: the first token after
-/// [`PACED_FIRST_TOKEN`], then one every [`PACED_TOKEN_GAP`].
-fn paced() -> Reply {
-    let mut script = Script::new().delay(PACED_FIRST_TOKEN);
-    for n in 0..PACED_TOKENS {
+/// A fast model: first token after 20 ms, then 10 tokens 2 ms apart (500 tokens/s).
+const FAST: Pacing = Pacing {
+    first_token: Duration::from_millis(20),
+    tokens: 10,
+    gap: Duration::from_millis(2),
+};
+/// A hosted model as clients meet it: first token after 300 ms, then 50 tokens at
+/// 50 tokens/s.
+const REAL: Pacing = Pacing {
+    first_token: Duration::from_millis(300),
+    tokens: 50,
+    gap: Duration::from_millis(20),
+};
+
+/// How a paced answer streams.
+struct Pacing {
+    first_token: Duration,
+    tokens: usize,
+    gap: Duration,
+}
+
+/// An answer streamed at `pacing`'s pace.
+fn paced(pacing: &Pacing) -> Reply {
+    let mut script = Script::new().delay(pacing.first_token);
+    for n in 0..pacing.tokens {
         if n > 0 {
-            script = script.delay(PACED_TOKEN_GAP);
+            script = script.delay(pacing.gap);
         }
         script = script.text("word ");
     }
     Reply::Chunks(script.finish("stop").usage(ccare_fake_openai::openai_usage(
         10,
         0,
-        PACED_TOKENS as u64,
+        pacing.tokens as u64,
         0,
     )))
 }
@@ -127,8 +145,10 @@ fn setup() -> &'static Setup {
         runtime().block_on(async {
             let fake = FakeServer::start().await.unwrap();
             fake.respond_with(|request| {
-                if request.raw_body.contains(PACED) {
-                    paced()
+                if request.raw_body.contains(FAST_WORD) {
+                    paced(&FAST)
+                } else if request.raw_body.contains(REAL_WORD) {
+                    paced(&REAL)
                 } else {
                     Reply::text("hello big world")
                 }
@@ -214,8 +234,10 @@ enum Target {
 enum Pace {
     /// At once: the rows measure the gateway's own cost.
     Instant,
-    /// As a fast model would ([`paced`]).
-    Model,
+    /// As a fast model would ([`FAST`]).
+    Fast,
+    /// As a hosted model does ([`REAL`]).
+    Real,
 }
 
 fn request(setup: &Setup, target: Target, pace: Pace) -> reqwest::RequestBuilder {
@@ -223,7 +245,8 @@ fn request(setup: &Setup, target: Target, pace: Pace) -> reqwest::RequestBuilder
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let word = match pace {
         Pace::Instant => "what",
-        Pace::Model => PACED,
+        Pace::Fast => FAST_WORD,
+        Pace::Real => REAL_WORD,
     };
     let body = json!({
         "model": "fake/model",
@@ -357,12 +380,12 @@ fn gateway_throughput_c20_care_off(bencher: Bencher) {
 
 #[divan::bench(sample_count = 20, sample_size = 1)]
 fn direct_paced_c20(bencher: Bencher) {
-    throughput(bencher, "direct_paced_c20", Target::Direct, Pace::Model);
+    throughput(bencher, "direct_paced_c20", Target::Direct, Pace::Fast);
 }
 
 #[divan::bench(sample_count = 20, sample_size = 1)]
 fn gateway_paced_c20(bencher: Bencher) {
-    throughput(bencher, "gateway_paced_c20", Target::CareOn, Pace::Model);
+    throughput(bencher, "gateway_paced_c20", Target::CareOn, Pace::Fast);
 }
 
 #[divan::bench(sample_count = 20, sample_size = 1)]
@@ -371,7 +394,27 @@ fn gateway_paced_c20_care_off(bencher: Bencher) {
         bencher,
         "gateway_paced_c20_care_off",
         Target::CareOff,
-        Pace::Model,
+        Pace::Fast,
+    );
+}
+
+#[divan::bench(sample_count = 8, sample_size = 1)]
+fn direct_real_pace_c20(bencher: Bencher) {
+    throughput(bencher, "direct_real_pace_c20", Target::Direct, Pace::Real);
+}
+
+#[divan::bench(sample_count = 8, sample_size = 1)]
+fn gateway_real_pace_c20(bencher: Bencher) {
+    throughput(bencher, "gateway_real_pace_c20", Target::CareOn, Pace::Real);
+}
+
+#[divan::bench(sample_count = 8, sample_size = 1)]
+fn gateway_real_pace_c20_care_off(bencher: Bencher) {
+    throughput(
+        bencher,
+        "gateway_real_pace_c20_care_off",
+        Target::CareOff,
+        Pace::Real,
     );
 }
 
@@ -409,7 +452,15 @@ fn report() {
                 ("gateway_paced_c20", "care on"),
                 ("gateway_paced_c20_care_off", "care off"),
             ],
-            "upstream at a model's pace",
+            "upstream at a fast model's pace",
+        ),
+        (
+            "direct_real_pace_c20",
+            [
+                ("gateway_real_pace_c20", "care on"),
+                ("gateway_real_pace_c20_care_off", "care off"),
+            ],
+            "upstream at a hosted model's pace",
         ),
         (
             "direct_throughput_c20",
