@@ -399,6 +399,7 @@ mod parts_at_10k {
             messages: request_messages_of(&view, &origins(&view)),
             purpose: ccare_llm::Purpose::Conversation,
             ext: JsonObject::new(),
+            credential: None,
         };
         bencher.bench_local(|| config.clone());
     }

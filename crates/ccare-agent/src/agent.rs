@@ -41,6 +41,11 @@ pub struct AgentOptions {
     pub tool_pool: usize,
     /// How long running tool bodies get after a cancel (`loop.tool_cancel_grace_ms`).
     pub tool_cancel_grace_ms: u64,
+    /// The caller's own API key for this agent's model requests, its side requests
+    /// (summaries) included, instead of the provider's configured key (GW-1
+    /// `[gateway] pass_through_keys`); `None`: the configured key. Memory only: it is
+    /// never logged or stored, and its `Debug` is redacted.
+    pub credential: Option<ccare_llm::ApiCredential>,
 }
 
 impl AgentOptions {
@@ -55,6 +60,7 @@ impl AgentOptions {
             max_request_retries: 3,
             tool_pool: 10,
             tool_cancel_grace_ms: 5_000,
+            credential: None,
         }
     }
 }
@@ -128,6 +134,16 @@ pub(crate) struct Inner {
     pub(crate) live: broadcast::Sender<LiveChunk>,
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // The agent is gone: its caller's key is forgotten with it.
+        let credential = self.options.get_mut().credential.take();
+        self.host
+            .credentials
+            .forget(self.session.id(), credential.as_ref());
+    }
+}
+
 /// An agent on one session. Cheap to clone.
 #[derive(Clone)]
 pub struct Agent {
@@ -154,6 +170,8 @@ impl Agent {
         let (idle, _) = watch::channel(0);
         let (live, _) = broadcast::channel(1024);
         let (signals, _) = broadcast::channel(64);
+        host.credentials
+            .set(session.id(), options.credential.as_ref());
         Self {
             inner: Arc::new(Inner {
                 host,
@@ -195,7 +213,12 @@ impl Agent {
     /// Changes the options; they apply from the next step (with `request/header{change}`).
     /// Unchecked; [`Agent::send`] with [`Command::SetOptions`] refuses bad options.
     pub fn set_options(&self, options: AgentOptions) {
-        *self.inner.options.lock() = options;
+        let mut current = self.inner.options.lock();
+        self.inner
+            .host
+            .credentials
+            .set(self.inner.session.id(), options.credential.as_ref());
+        *current = options;
     }
 
     /// The one entry point of the closed protocol (ACT-2). A bad command is refused

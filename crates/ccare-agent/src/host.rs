@@ -337,6 +337,9 @@ pub struct Host {
     mounted: RwLock<BTreeMap<String, Vec<Registration>>>,
     /// Per mounted plugin: cancelled when it is unmounted.
     lifetimes: RwLock<BTreeMap<String, ccare_llm::CancellationToken>>,
+    /// The callers' own keys of the sessions whose agents run with one (GW-1), for
+    /// their side requests.
+    pub(crate) credentials: crate::credentials::SessionCredentials,
 }
 
 impl std::fmt::Debug for Host {
@@ -368,6 +371,7 @@ impl Host {
             control_sources: RwLock::new(Vec::new()),
             mounted: RwLock::new(BTreeMap::new()),
             lifetimes: RwLock::new(BTreeMap::new()),
+            credentials: crate::credentials::SessionCredentials::default(),
         }
     }
 
@@ -385,7 +389,11 @@ impl Host {
     /// A handle for model calls made outside a step's conversation request, shaped by
     /// the request hooks and segments (see [`SideRequests`]).
     pub fn side_requests(&self) -> SideRequests {
-        SideRequests::new(Arc::clone(&self.hooks), Arc::clone(&self.llm))
+        SideRequests::new(
+            Arc::clone(&self.hooks),
+            Arc::clone(&self.llm),
+            self.credentials.clone(),
+        )
     }
 
     /// The session engine.

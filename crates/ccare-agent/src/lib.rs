@@ -28,6 +28,7 @@
 
 mod agent;
 mod command;
+mod credentials;
 mod dispatch;
 pub mod driver;
 mod external;

@@ -84,6 +84,7 @@ pub(crate) fn build_call(agent: &Agent) -> CallConfig {
         messages,
         purpose: Purpose::Conversation,
         ext: ccare_core::JsonObject::new(),
+        credential: options.credential,
     }
 }
 

@@ -286,6 +286,20 @@ pub struct RouteRequest {
     pub headers: Vec<(String, String)>,
     /// The body (at most the server's limit, 1 MiB).
     pub body: Vec<u8>,
+    /// Who the request authenticated as.
+    pub caller: Caller,
+}
+
+/// Who a request authenticated as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// The server's token (bearer or a browser login), or a public route.
+    Server,
+    /// A bearer that is not the server's token, on a route that accepts client keys
+    /// ([`RouteSpec::client_keys`]) while `[gateway] pass_through_keys` is on: the
+    /// client's own API key, forwarded upstream for its requests (GW-1). Its `Debug`
+    /// is redacted.
+    ClientKey(ccare_llm::ApiCredential),
 }
 
 impl RouteRequest {
@@ -486,6 +500,10 @@ pub struct RouteSpec {
     pub auth: RouteAuth,
     /// The methods it answers, each with its OpenAPI operation.
     pub methods: BTreeMap<Method, RouteDoc>,
+    /// Whether a bearer that is not the server's token is accepted as the client's
+    /// own API key ([`Caller::ClientKey`]): the gateway's routes while `[gateway]
+    /// pass_through_keys` is on (GW-1). Every other route requires the server token.
+    pub client_keys: bool,
     /// What answers.
     pub handler: Arc<dyn RouteHandler>,
 }
@@ -496,6 +514,7 @@ impl fmt::Debug for RouteSpec {
             .debug_struct("RouteSpec")
             .field("path", &self.path)
             .field("auth", &self.auth)
+            .field("client_keys", &self.client_keys)
             .field("methods", &self.methods.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
@@ -508,6 +527,7 @@ impl RouteSpec {
             path,
             auth: RouteAuth::Required,
             methods: BTreeMap::new(),
+            client_keys: false,
             handler,
         }
     }
@@ -515,6 +535,14 @@ impl RouteSpec {
     /// Answers `method`, documented by `doc`.
     pub fn method(mut self, method: Method, doc: RouteDoc) -> Self {
         self.methods.insert(method, doc);
+        self
+    }
+
+    /// Accepts a bearer that is not the server's token as the client's own API key
+    /// (GW-1 `[gateway] pass_through_keys`): the handler sees
+    /// [`Caller::ClientKey`].
+    pub fn client_keys(mut self) -> Self {
+        self.client_keys = true;
         self
     }
 

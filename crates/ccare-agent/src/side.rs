@@ -34,6 +34,7 @@ use crate::hooks::{HookContext, HookError, Hooks, RequestSegment};
 pub struct SideRequests {
     hooks: Arc<RwLock<Hooks>>,
     llm: Arc<Llm>,
+    credentials: crate::credentials::SessionCredentials,
 }
 
 impl std::fmt::Debug for SideRequests {
@@ -64,8 +65,16 @@ impl SideRequestError {
 }
 
 impl SideRequests {
-    pub(crate) fn new(hooks: Arc<RwLock<Hooks>>, llm: Arc<Llm>) -> Self {
-        Self { hooks, llm }
+    pub(crate) fn new(
+        hooks: Arc<RwLock<Hooks>>,
+        llm: Arc<Llm>,
+        credentials: crate::credentials::SessionCredentials,
+    ) -> Self {
+        Self {
+            hooks,
+            llm,
+            credentials,
+        }
     }
 
     /// The LLM layer the calls go through.
@@ -78,7 +87,9 @@ impl SideRequests {
     /// [`Llm::prepare_exact`]: a caller that wants the purpose's configured route
     /// resolves it first, e.g. with [`Llm::model_for`]), and every segment serving the
     /// purpose reserves its request-only messages for the call, appended as ONE user
-    /// message after every other message (MP-3). Nothing is logged.
+    /// message after every other message (MP-3). Nothing is logged. A call for a
+    /// session whose agent runs with the caller's own key (GW-1) is made with that
+    /// key, unless the config names one itself.
     pub fn prepare(
         &self,
         context: &HookContext,
@@ -93,6 +104,9 @@ impl SideRequests {
             hook.hook
                 .edit(context, &mut config)
                 .map_err(|error| SideRequestError::Hook(error.attributed(&hook.owner)))?;
+        }
+        if config.credential.is_none() {
+            config.credential = self.credentials.get(context.session.id());
         }
         let mut call = self
             .llm

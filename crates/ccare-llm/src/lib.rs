@@ -21,6 +21,7 @@ mod assemble;
 mod attempts;
 mod chunk;
 mod config;
+mod credential;
 mod llm;
 pub mod openai;
 mod provider;
@@ -39,6 +40,7 @@ pub use config::{
     ConfigError, DEEPSEEK_BASE_URL, DEEPSEEK_DEFAULT_MODEL, DEMO_MODEL, EnvDefaults, LlmConfig,
     OPENAI_BASE_URL, OPENAI_DEFAULT_MODEL, env_defaults,
 };
+pub use credential::ApiCredential;
 pub use llm::{Llm, PreparedCall, RouteInfo};
 pub use provider::Provider;
 pub use purpose::{PURPOSE_HEADER, Purpose, UnknownPurpose};

@@ -6,6 +6,7 @@ use ccare_core::{JsonObject, Message, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::credential::ApiCredential;
 use crate::purpose::Purpose;
 use crate::route::Route;
 
@@ -74,6 +75,10 @@ pub struct CallConfig {
     pub purpose: Purpose,
     /// Extra top-level request fields, sent as they are (provider-specific options).
     pub ext: JsonObject,
+    /// The API key of the caller this call is made for (a gateway client's own key,
+    /// `[gateway] pass_through_keys`), used instead of the provider's configured key;
+    /// `None`: the configured key. Memory only, never logged (its `Debug` is redacted).
+    pub credential: Option<ApiCredential>,
 }
 
 /// What an adapter receives: the call with its route pinned and limits resolved.

@@ -6,6 +6,7 @@
 mod agent_loop;
 mod child;
 mod crash;
+mod credential;
 mod external;
 mod instructions;
 mod plugin_errors;

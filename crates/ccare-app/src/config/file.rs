@@ -57,7 +57,8 @@ pub(crate) struct GatewayTable {
     /// Bare model names a client may ask for → `"<provider>/<model>"` routes.
     #[serde(default)]
     pub(crate) models: BTreeMap<String, String>,
-    /// Whether the client's `Authorization` key is forwarded upstream.
+    /// Whether a gateway client's own `Authorization` key is accepted and forwarded
+    /// upstream (default false).
     #[serde(default)]
     pub(crate) pass_through_keys: Option<bool>,
 }

@@ -130,13 +130,9 @@ pub(crate) fn resolve(
     })
 }
 
-/// `[gateway]`: each alias names a route of a configured provider; forwarding client
-/// keys upstream is refused (not supported: the gateway always uses the configured
-/// provider keys and requires the server token).
+/// `[gateway]`: each alias names a route of a configured provider; `pass_through_keys`
+/// (off by default) lets the gateway's clients send their own API keys upstream.
 fn gateway_settings(table: &GatewayTable, llm: &LlmConfig) -> Result<GatewaySettings, String> {
-    if table.pass_through_keys == Some(true) {
-        return Err("gateway.pass_through_keys: forwarding the client's API key upstream is not supported yet; remove the key or set it to false, and give the gateway's clients the server token as their API key".to_owned());
-    }
     for (alias, route) in &table.models {
         if alias.trim().is_empty() || alias.contains('/') {
             return Err(format!(
@@ -160,6 +156,7 @@ fn gateway_settings(table: &GatewayTable, llm: &LlmConfig) -> Result<GatewaySett
     }
     Ok(GatewaySettings {
         models: table.models.clone(),
+        pass_through_keys: table.pass_through_keys.unwrap_or(false),
     })
 }
 

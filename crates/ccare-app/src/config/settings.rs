@@ -128,6 +128,10 @@ pub struct GatewaySettings {
     /// Bare model names a client may send as `model`, each mapped to a configured
     /// `"<provider>/<model>"` route (checked at load: the provider exists).
     pub models: BTreeMap<String, String>,
+    /// `pass_through_keys` (default false): a gateway client may authenticate with
+    /// its own API key instead of the server token; that key is then sent upstream
+    /// for its requests (memory only) and the sessions it creates belong to it.
+    pub pass_through_keys: bool,
 }
 
 /// `[loop]` (spec H-LOOP-6, H-HOOK-5, H-TOOL-2, H-CANCEL-2).

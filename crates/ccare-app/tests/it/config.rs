@@ -309,8 +309,9 @@ fn http_table_is_validated_now() {
     );
 }
 
+/// GW-1: `[gateway] pass_through_keys` is off unless set, and loads when set.
 #[test]
-fn gateway_table_maps_models_and_refuses_pass_through_keys() {
+fn gateway_table_maps_models_and_loads_pass_through_keys() {
     let loaded = settings(
         "[agent]\nmodel = \"local/qwen3\"\n[providers.local]\nkind = \"openai\"\nbase_url = \"http://x/v1\"\n[gateway]\nmodels = { \"gpt-4o\" = \"local/qwen3\" }\npass_through_keys = false\n",
     )
@@ -319,7 +320,20 @@ fn gateway_table_maps_models_and_refuses_pass_through_keys() {
         loaded.gateway.models.get("gpt-4o").map(String::as_str),
         Some("local/qwen3")
     );
-    assert!(settings("[gateway]\n").unwrap().gateway.models.is_empty());
+    assert!(!loaded.gateway.pass_through_keys, "false as written");
+    let empty = settings("[gateway]\n").unwrap();
+    assert!(empty.gateway.models.is_empty());
+    assert!(!empty.gateway.pass_through_keys, "off by default");
+    assert!(
+        !settings("").unwrap().gateway.pass_through_keys,
+        "off with no table"
+    );
+    assert!(
+        settings("[gateway]\npass_through_keys = true\n")
+            .unwrap()
+            .gateway
+            .pass_through_keys
+    );
     assert!(
         error("[gateway]\nport = 9000\n").starts_with(
             "gateway.port: unknown field `port`, expected `models` or `pass_through_keys`"
@@ -327,9 +341,11 @@ fn gateway_table_maps_models_and_refuses_pass_through_keys() {
         "{}",
         error("[gateway]\nport = 9000\n")
     );
-    assert_eq!(
-        error("[gateway]\npass_through_keys = true\n"),
-        "gateway.pass_through_keys: forwarding the client's API key upstream is not supported yet; remove the key or set it to false, and give the gateway's clients the server token as their API key"
+    assert!(
+        error("[gateway]\npass_through_keys = \"yes\"\n")
+            .starts_with("gateway.pass_through_keys: "),
+        "{}",
+        error("[gateway]\npass_through_keys = \"yes\"\n")
     );
     assert_eq!(
         error("[gateway]\nmodels = { \"gpt-4o\" = \"nowhere/qwen3\" }\n"),

@@ -156,8 +156,23 @@ impl Provider for OpenAiAdapter {
                 () = cancel.cancelled() => Finish::Aborted,
                 finish = inner.call(&request, &out) => finish,
             };
+            let finish = redacted(finish, request.config.credential.as_ref());
             let _ = out.send(Chunk::Finish(finish)).await;
         })
+    }
+}
+
+/// A failure's message with a caller's key cut out (an upstream may quote the key it
+/// refused): the message is logged, the key never is.
+fn redacted(finish: Finish, credential: Option<&crate::ApiCredential>) -> Finish {
+    match (finish, credential) {
+        (Finish::Error { mut failure }, Some(credential))
+            if !credential.secret().is_empty() && failure.message.contains(credential.secret()) =>
+        {
+            failure.message = failure.message.replace(credential.secret(), "[client key]");
+            Finish::Error { failure }
+        }
+        (finish, _) => finish,
     }
 }
 
@@ -170,7 +185,10 @@ fn failure(code: FailureCode, message: impl Into<String>) -> Finish {
 impl Inner {
     /// Runs one attempt, sending chunks as they come, and returns the finish.
     async fn call(&self, request: &GenerateRequest, out: &ChunkSender) -> Finish {
-        if let ApiKey::Missing { key, var } = &self.api_key {
+        // A caller's own key (GW-1 pass-through) replaces the configured one, which
+        // then need not be set.
+        let credential = request.config.credential.as_ref();
+        if let (None, ApiKey::Missing { key, var }) = (credential, &self.api_key) {
             return failure(
                 FailureCode::AuthFailed,
                 format!("{key} names the env var {var}, which is not set"),
@@ -199,8 +217,14 @@ impl Inner {
             .header(CONTENT_TYPE, "application/json")
             .header(PURPOSE_HEADER, request.config.purpose.as_str())
             .body(body);
-        if let ApiKey::Key(key) = &self.api_key {
-            builder = builder.header(AUTHORIZATION, format!("Bearer {key}"));
+        match (credential, &self.api_key) {
+            (Some(credential), _) => {
+                builder = builder.header(AUTHORIZATION, format!("Bearer {}", credential.secret()));
+            }
+            (None, ApiKey::Key(key)) => {
+                builder = builder.header(AUTHORIZATION, format!("Bearer {key}"));
+            }
+            (None, ApiKey::None | ApiKey::Missing { .. }) => {}
         }
         if self.stream {
             builder = builder.header("accept", "text/event-stream");

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 mod adapter;
+mod credential;
 mod records_prop;
 mod script;
 mod sse_prop;

@@ -10,6 +10,9 @@
 //! forked at the last turn end inside the shared prefix (`Sessions::fork`, as
 //! `POST /api/sessions/{id}/fork`) and the fork is continued; a divergence before the
 //! first answer starts a new session. A client key is rebound to the fork.
+//!
+//! A session is continued only for its owner (`owner`, GW-1 pass-through): the rows
+//! it is found by are the owner's, and its metadata must name the same owner.
 
 use ccare_agent::routes::{RouteReply, RouteRequest};
 use ccare_app::{AgentHandle, WhenBusy};
@@ -17,6 +20,7 @@ use ccare_core::SessionId;
 
 use crate::ServerContext;
 use crate::api::errors;
+use crate::gateway::owner::Owner;
 use crate::gateway::refusal;
 use crate::gateway::view::{ClientView, TurnMark, Views};
 use crate::gateway::wire::{ChatMessage, ChatRequest};
@@ -76,6 +80,7 @@ pub(crate) fn identity(request: &RouteRequest, body: &ChatRequest) -> Identity {
 pub(crate) async fn existing(
     context: &ServerContext,
     views: &Views,
+    owner: &Owner,
     identity: &Identity,
     messages: &[ChatMessage],
     hashes: &[String],
@@ -141,6 +146,26 @@ pub(crate) async fn existing(
             }
         }
     };
+    // GW-1 tenancy: only the owner continues a session. Another owner's session is
+    // not found: an explicit id answers exactly as an unknown one, anything else
+    // starts a new session.
+    let owned = context
+        .booted
+        .host
+        .sessions()
+        .store()
+        .session(&id)
+        .await
+        .map_err(store_error)?
+        .is_some_and(|record| owner.owns(&record.meta_json));
+    if !owned {
+        return match identity {
+            Identity::Session(_) => Err(refusal::from_api(errors::session_error(
+                &ccare_session::SessionError::UnknownSession(id),
+            ))),
+            Identity::Key(_) | Identity::Chain => Ok(None),
+        };
+    }
     let (id, seen, marks, after_seq) = match extends(&view, hashes) {
         Some(seen) => (id, seen, view.marks, view.head),
         None => match fork_point(&view, hashes) {

@@ -13,10 +13,18 @@
 //! falls behind and is resubscribed (`Lagged`), pieces dropped meanwhile cannot be
 //! replayed: from then on each committed `assistant/message` supplies what was not
 //! streamed of it, so the client still gets every character once.
+//!
+//! A stream-watch abort (SW-9) ends the turn `aborted` with a hook cause and queues
+//! the resume steer first, so a new turn starts without the agent going idle. The
+//! follower then keeps following (GW-5): the client gets one answer under one id,
+//! the aborted partial (already streamed, so kept in both answer forms) then the
+//! resumed text starting a new paragraph, one finish and the usage the upstream
+//! reported (the cut request reports none). When no resume follows (SW-11, the
+//! agent goes idle), the abort is the answer's failure as before.
 
 use ccare_agent::{EventStream, StreamItem};
 use ccare_app::AgentHandle;
-use ccare_core::kinds::{AssistantMessage, TurnEnd, TurnEndReason, TurnFailure};
+use ccare_core::kinds::{AssistantMessage, CancelCause, TurnEnd, TurnEndReason, TurnFailure};
 use ccare_core::{ContentBlock, LlmFailure, TokenUsage};
 use ccare_llm::Chunk;
 use tokio::sync::mpsc;
@@ -113,6 +121,10 @@ pub(crate) async fn follow(
         ..Outcome::default()
     };
     let mut pieces = Pieces::default();
+    // Set from a plugin's abort until the resumed turn starts (or the agent idles).
+    let mut awaiting_resume = false;
+    // Set when the resumed turn starts, until its first text piece.
+    let mut seam = false;
     let mut calls: Vec<ccare_core::ToolCallBlock> = Vec::new();
     let after_seq = recording.after_seq;
     // Maintenance since the client's previous answer (between turns) counts too.
@@ -126,6 +138,9 @@ pub(crate) async fn follow(
     };
     loop {
         let Some(item) = stream.next().await else {
+            if awaiting_resume {
+                break;
+            }
             outcome.failure = Some(host_failure(
                 500,
                 "TURN_LOST",
@@ -152,6 +167,7 @@ pub(crate) async fn follow(
                     }
                 } else {
                     sent.0.push_str(&piece);
+                    open_seam(&mut outcome, &mut seam, &live.call_id, &items);
                     Item::Text {
                         call_id: live.call_id,
                         text: piece,
@@ -179,14 +195,28 @@ pub(crate) async fn follow(
                                 _ => None,
                             },
                         ));
-                        absorb(&mut outcome, &message, &pieces, &items);
+                        absorb(&mut outcome, &message, &pieces, &mut seam, &items);
+                    }
+                    ccare_core::kinds::TURN_START if awaiting_resume => {
+                        // The resumed turn (SW-9): the same answer goes on.
+                        awaiting_resume = false;
+                        outcome.failure = None;
+                        seam = true;
                     }
                     ccare_core::kinds::TURN_END => {
                         if let Ok(end) = event.decode::<TurnEnd>() {
+                            awaiting_resume = matches!(
+                                end.reason,
+                                TurnEndReason::Aborted {
+                                    cause: CancelCause::Hook { .. }
+                                }
+                            );
                             conclude(&mut outcome, end.reason);
                         }
                         outcome.end_seq = Some(event.seq());
-                        break;
+                        if !awaiting_resume {
+                            break;
+                        }
                     }
                     _ => {}
                 }
@@ -200,6 +230,8 @@ pub(crate) async fn follow(
                 outcome.finish = "tool_calls".to_owned();
                 break;
             }
+            // No resume followed the abort: it stays the answer's failure.
+            StreamItem::Idle { .. } if awaiting_resume => break,
             StreamItem::Idle { .. } => {}
             StreamItem::Lagged { resume_from } => {
                 pieces.lagged = true;
@@ -364,6 +396,7 @@ fn absorb(
     outcome: &mut Outcome,
     message: &AssistantMessage,
     pieces: &Pieces,
+    seam: &mut bool,
     items: &mpsc::UnboundedSender<Item>,
 ) {
     if outcome.call_id.is_none() {
@@ -387,6 +420,7 @@ fn absorb(
     }
     let rest = pieces.rest(&message.call_id, &text, false);
     if !rest.is_empty() {
+        open_seam(outcome, seam, &message.call_id, items);
         let _ = items.send(Item::Text {
             call_id: message.call_id.clone(),
             text: rest.to_owned(),
@@ -407,6 +441,49 @@ fn absorb(
     } else {
         "stop".to_owned()
     };
+}
+
+/// Before the resumed turn's first text piece (`seam` set): ends the aborted partial's
+/// paragraph, in the outcome and to the client, so the resumed text starts a new one.
+fn open_seam(
+    outcome: &mut Outcome,
+    seam: &mut bool,
+    call_id: &str,
+    items: &mpsc::UnboundedSender<Item>,
+) {
+    if !std::mem::take(seam) {
+        return;
+    }
+    let gap = paragraph_gap(&outcome.text);
+    if gap.is_empty() {
+        return;
+    }
+    outcome.text.push_str(gap);
+    let _ = items.send(Item::Text {
+        call_id: call_id.to_owned(),
+        text: gap.to_owned(),
+    });
+}
+
+/// What `text` needs to end a paragraph: nothing when empty or already ended.
+fn paragraph_gap(text: &str) -> &'static str {
+    if text.is_empty() || text.ends_with("\n\n") {
+        ""
+    } else if text.ends_with('\n') {
+        "\n"
+    } else {
+        "\n\n"
+    }
+}
+
+/// What the client is told of a cancelled turn, by who cancelled it.
+fn cancelled(cause: &CancelCause) -> String {
+    match cause {
+        CancelCause::Hook { plugin, reason } => format!("{plugin} stopped the answer: {reason}"),
+        CancelCause::User => "the turn was cancelled by the user".to_owned(),
+        CancelCause::Shutdown => "the turn was cancelled: the server is shutting down".to_owned(),
+        CancelCause::Timeout => "the turn was cancelled: a deadline passed".to_owned(),
+    }
 }
 
 /// Reads why the turn ended into the outcome.
@@ -435,7 +512,7 @@ fn conclude(outcome: &mut Outcome, reason: TurnEndReason) {
             outcome.failure = Some(Failure::Host {
                 status: 500,
                 code: "TURN_ABORTED".to_owned(),
-                message: format!("the turn was cancelled ({cause:?})"),
+                message: cancelled(&cause),
             });
         }
         TurnEndReason::Interrupted => {
@@ -465,5 +542,15 @@ mod tests {
         assert_eq!(pieces.rest("c1", "Hel", false), "");
         // A committed text that does not extend what streamed adds nothing.
         assert_eq!(pieces.rest("c1", "Bye", false), "");
+    }
+
+    /// GW-5: the resumed text after an abort starts a new paragraph, whatever the
+    /// cut partial ended with.
+    #[test]
+    fn a_resumed_answer_starts_a_new_paragraph() {
+        assert_eq!(paragraph_gap(""), "");
+        assert_eq!(paragraph_gap("same line ag"), "\n\n");
+        assert_eq!(paragraph_gap("same line again\n"), "\n");
+        assert_eq!(paragraph_gap("done.\n\n"), "");
     }
 }

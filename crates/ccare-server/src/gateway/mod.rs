@@ -13,6 +13,11 @@
 //! The client view (`view`) is a few rows in the store's KV domain `gateway`, beside the
 //! session's log: the chain hash after each client message.
 //!
+//! With `[gateway] pass_through_keys` (GW-1), a bearer that is not the server token is
+//! the client's own API key (`owner`): its turns run with it as the agent's per-turn
+//! credential (memory only), the sessions it creates record only its hash, and only it
+//! continues them.
+//!
 //! Client tools (GW-4): the request's `tools` are the turn's caller-executed tools
 //! (ACT-3, validated as the sessions API does); a turn that calls them is answered
 //! with `tool_calls` (`finish_reason: tool_calls`) and the next request's `tool`
@@ -21,6 +26,7 @@
 mod answer;
 mod find;
 mod follow;
+mod owner;
 pub mod refusal;
 mod view;
 pub mod wire;
@@ -41,12 +47,14 @@ use crate::api::sessions::META_MODEL;
 pub use answer::COMPACTED_HEADER;
 pub use answer::DONE;
 pub use find::{SESSION_HEADER, TRANSCRIPT_DIVERGED};
+pub use owner::META_OWNER;
 pub use refusal::{BAD_TRANSCRIPT, MODEL_NOT_FOUND, SHOULD_RETRY};
 pub use view::DOMAIN;
 
 use answer::Answering;
 use find::Identity;
 use follow::{Item, Recording};
+use owner::Owner;
 use view::Views;
 use wire::{ChatRequest, ModelEntry, ModelList};
 
@@ -87,6 +95,13 @@ pub fn register(routes: &Routes, context: &ServerContext) -> Result<(), RouteErr
         .request::<ChatRequest>()
         .response::<wire::Completion>(),
     );
+    // GW-1: with pass-through on, a bearer that is not the server token is the
+    // client's own API key, on these two routes only.
+    let (models, chat) = if context.booted.gateway.pass_through_keys {
+        (models.client_keys(), chat.client_keys())
+    } else {
+        (models, chat)
+    };
     routes.register(crate::api::OWNER, models)?;
     routes.register(crate::api::OWNER, chat)?;
     Ok(())
@@ -331,13 +346,15 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
         Ok(model) => model,
         Err(reply) => return reply,
     };
-    let views = Views::new(Arc::clone(context.booted.host.sessions().store()));
+    let owner = Owner::of(&request.caller);
+    let views = Views::new(Arc::clone(context.booted.host.sessions().store()), &owner);
     let identity = find::identity(request, &body);
     let hashes = view::chain(&body.messages);
-    let found = match find::existing(context, &views, &identity, &body.messages, &hashes).await {
-        Ok(found) => found,
-        Err(reply) => return reply,
-    };
+    let found =
+        match find::existing(context, &views, &owner, &identity, &body.messages, &hashes).await {
+            Ok(found) => found,
+            Err(reply) => return reply,
+        };
     let tools = match client_tools(&body) {
         Ok(tools) => tools,
         Err(reply) => return reply,
@@ -372,6 +389,9 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
                 serde_json::Value::from(model.as_str()),
             );
             meta.insert(META_ORIGIN.to_owned(), serde_json::Value::from("gateway"));
+            if let Some(hash) = owner.hash() {
+                meta.insert(META_OWNER.to_owned(), serde_json::Value::from(hash));
+            }
             let handle = match context.agents.create(meta).await {
                 Ok(handle) => handle,
                 Err(error) => return refusal::from_api(errors::app_error(&error)),
@@ -415,7 +435,8 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
         after_seq,
         care: context.booted.care.clone(),
     };
-    let reply = run(handle, &body, model, command, recording).await;
+    let credential = owner.credential().cloned();
+    let reply = run(handle, &body, model, credential, command, recording).await;
     reply.with_header(SESSION_HEADER, session)
 }
 
@@ -427,11 +448,13 @@ enum Input {
     Results(Vec<CallerResult>),
 }
 
-/// Runs the turn and answers it.
+/// Runs the turn and answers it, its model requests sent with `credential` (the
+/// client's own key) or, when `None`, the configured key.
 async fn run(
     handle: ccare_app::AgentHandle,
     body: &ChatRequest,
     model: String,
+    credential: Option<ccare_llm::ApiCredential>,
     command: Command,
     recording: Recording,
 ) -> RouteReply {
@@ -443,11 +466,11 @@ async fn run(
             "the session is answering another request; retry when it is done",
         );
     }
-    let mut options = handle.agent().options();
-    let options = (options.model != model).then(|| {
-        options.model = model;
-        options
-    });
+    let current = handle.agent().options();
+    let mut wanted = current.clone();
+    wanted.model = model;
+    wanted.credential = credential;
+    let options = (wanted != current).then_some(wanted);
     let command = match command {
         Command::UserInput { message, .. } => Command::UserInput { message, options },
         other => {

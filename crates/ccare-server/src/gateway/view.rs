@@ -13,6 +13,10 @@
 //! The hash of message *i* covers message *i* and, through message *i − 1*'s hash,
 //! everything before it: two conversations that share a system prompt share only the
 //! first hash, and their views stay apart.
+//!
+//! The lookup rows (`chain/`, `key/`, `at/`) of sessions a client's own API key owns
+//! (`owner`) are kept under `owner/<owner hash>/`, so a request never finds a session
+//! of another owner through them; the server token's rows are as above.
 
 use std::sync::Arc;
 
@@ -21,6 +25,7 @@ use ccare_store::{Store, StoreError};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::gateway::owner::Owner;
 use crate::gateway::wire::ChatMessage;
 
 /// The KV domain of the gateway's rows.
@@ -149,27 +154,17 @@ fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|byte| format!("{byte:02x}")).collect()
 }
 
-/// The KV key of a client's session key (hashed: keys may be user ids).
-fn key_row(key: &str) -> String {
-    format!("key/{}", hex(&Sha256::digest(key.as_bytes())))
-}
-
 fn view_row(session: &SessionId) -> String {
     format!("view/{}", session.as_str())
 }
 
-fn chain_row(hash: &str) -> String {
-    format!("chain/{hash}")
-}
-
-fn mark_row(hash: &str) -> String {
-    format!("at/{hash}")
-}
-
-/// The gateway's rows in the store.
+/// The gateway's rows in the store, as one owner finds them.
 #[derive(Clone)]
 pub(crate) struct Views {
     store: Arc<dyn Store>,
+    /// The prefix of the owner's lookup rows: empty for the server token,
+    /// `owner/<hash>/` for a client's own key.
+    scope: String,
 }
 
 impl std::fmt::Debug for Views {
@@ -179,9 +174,25 @@ impl std::fmt::Debug for Views {
 }
 
 impl Views {
-    /// The rows of `store`.
-    pub(crate) fn new(store: Arc<dyn Store>) -> Self {
-        Self { store }
+    /// The rows of `store` as `owner` finds them.
+    pub(crate) fn new(store: Arc<dyn Store>, owner: &Owner) -> Self {
+        let scope = owner
+            .hash()
+            .map_or_else(String::new, |hash| format!("owner/{hash}/"));
+        Self { store, scope }
+    }
+
+    /// The KV key of a client's session key (hashed: keys may be user ids).
+    fn key_row(&self, key: &str) -> String {
+        format!("{}key/{}", self.scope, hex(&Sha256::digest(key.as_bytes())))
+    }
+
+    fn chain_row(&self, hash: &str) -> String {
+        format!("{}chain/{hash}", self.scope)
+    }
+
+    fn mark_row(&self, hash: &str) -> String {
+        format!("{}at/{hash}", self.scope)
     }
 
     async fn session_row(&self, row: &str) -> Result<Option<SessionId>, StoreError> {
@@ -193,7 +204,7 @@ impl Views {
 
     /// The session a client key is bound to.
     pub(crate) async fn session_for_key(&self, key: &str) -> Result<Option<SessionId>, StoreError> {
-        self.session_row(&key_row(key)).await
+        self.session_row(&self.key_row(key)).await
     }
 
     /// The session whose client view ends with `hash`.
@@ -201,7 +212,7 @@ impl Views {
         &self,
         hash: &str,
     ) -> Result<Option<SessionId>, StoreError> {
-        self.session_row(&chain_row(hash)).await
+        self.session_row(&self.chain_row(hash)).await
     }
 
     /// The session whose client view has a turn mark at `hash` (a fork point).
@@ -209,7 +220,7 @@ impl Views {
         &self,
         hash: &str,
     ) -> Result<Option<SessionId>, StoreError> {
-        self.session_row(&mark_row(hash)).await
+        self.session_row(&self.mark_row(hash)).await
     }
 
     /// Binds a client key to `session`, replacing the session it named (a fork
@@ -219,7 +230,7 @@ impl Views {
         key: &str,
         session: &SessionId,
     ) -> Result<(), StoreError> {
-        self.put(&key_row(key), session).await
+        self.put(&self.key_row(key), session).await
     }
 
     /// Writes `row` → `session`, whatever it held.
@@ -289,14 +300,14 @@ impl Views {
             .and_then(|index| view.hashes.get(index));
         let mut rows: Vec<(String, Option<Vec<u8>>)> = Vec::with_capacity(3);
         if let Some(old) = &previous {
-            rows.push((chain_row(old), None));
+            rows.push((self.chain_row(old), None));
         }
         let value = session.as_str().as_bytes().to_vec();
         if let Some(last) = view.last() {
-            rows.push((chain_row(last), Some(value.clone())));
+            rows.push((self.chain_row(last), Some(value.clone())));
         }
         if let Some(hash) = mark {
-            rows.push((mark_row(hash), Some(value)));
+            rows.push((self.mark_row(hash), Some(value)));
         }
         let current = futures_util::future::try_join_all(
             rows.iter().map(|(key, _)| self.store.kv_get(DOMAIN, key)),

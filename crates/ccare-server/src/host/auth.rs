@@ -65,6 +65,15 @@ pub(crate) enum Credential {
     Cookie,
 }
 
+/// The token of an `Authorization: Bearer TOKEN` header, trimmed, when there is a
+/// non-empty one (whatever it is: [`Auth::check`] says whether it is the server's).
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim();
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then_some(token)
+}
+
 /// The token and the live browser logins.
 #[derive(Debug)]
 pub(crate) struct Auth {

@@ -5,7 +5,9 @@
 //! 2. the route: no route for the path → 404 `not-found`;
 //! 3. the method: not one the route answers → 405 `method-not-allowed` with `Allow`
 //!    (`HEAD` is answered as `GET`);
-//! 4. authentication unless the route is public (H-HTTP-2) → 401 `unauthorized`; a
+//! 4. authentication unless the route is public (H-HTTP-2) → 401 `unauthorized` (a
+//!    route that takes client keys, the gateway's with `[gateway] pass_through_keys`,
+//!    takes any other bearer as the client's own API key: GW-1); a
 //!    cookie-authenticated unsafe method also needs `Origin` or
 //!    `Sec-Fetch-Site: same-origin` → 403 `origin-rejected`;
 //! 5. the body, read up to 1 MiB and never more → 413 `request-too-large`;
@@ -25,7 +27,7 @@ use axum::http::header::{
 };
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, Response};
-use ccare_agent::routes::{Method, RouteAuth, RouteReply, RouteRequest};
+use ccare_agent::routes::{Caller, Method, RouteAuth, RouteReply, RouteRequest};
 use futures_util::StreamExt as _;
 
 use super::auth::{Auth, Credential};
@@ -127,7 +129,7 @@ impl Pipeline {
     /// The reply, and whether the request body was read to its end.
     async fn answer(&self, request: Request) -> (RouteReply, bool) {
         let (parts, body) = request.into_parts();
-        let (method, matched) = match self.check(&parts) {
+        let (method, matched, caller) = match self.check(&parts) {
             Ok(found) => found,
             Err(reply) => return (reply, false),
         };
@@ -143,11 +145,15 @@ impl Pipeline {
             );
             return (reply, true);
         }
-        (self.handle(&parts, method, matched, bytes).await, true)
+        (
+            self.handle(&parts, method, matched, caller, bytes).await,
+            true,
+        )
     }
 
-    /// Steps 1-4: the fence, the route, the method, authentication.
-    fn check(&self, parts: &Parts) -> Result<(Method, Matched), RouteReply> {
+    /// Steps 1-4: the fence, the route, the method, authentication (and who the
+    /// request authenticated as).
+    fn check(&self, parts: &Parts) -> Result<(Method, Matched, Caller), RouteReply> {
         let headers = &parts.headers;
         if let Err((code, message)) = self.fence.check(headers) {
             return Err(RouteReply::error(403, code, message));
@@ -179,6 +185,7 @@ impl Pipeline {
             )
             .with_header(ALLOW.as_str(), allowed));
         };
+        let mut caller = Caller::Server;
         if spec.auth == RouteAuth::Required {
             match self.auth.check(headers) {
                 Some(Credential::Bearer) => {}
@@ -191,6 +198,13 @@ impl Pipeline {
                         "a cookie-authenticated write needs an Origin or Sec-Fetch-Site: same-origin header",
                     ));
                 }
+                // GW-1 pass-through: on a route that takes client keys, a bearer
+                // that is not the token is the client's own API key.
+                None if spec.client_keys
+                    && let Some(key) = super::auth::bearer(headers) =>
+                {
+                    caller = Caller::ClientKey(ccare_llm::ApiCredential::new(key));
+                }
                 None => {
                     return Err(RouteReply::error(
                         401,
@@ -201,7 +215,7 @@ impl Pipeline {
                 }
             }
         }
-        Ok((method, matched))
+        Ok((method, matched, caller))
     }
 
     /// Step 7: the handler, on its own task.
@@ -210,6 +224,7 @@ impl Pipeline {
         parts: &Parts,
         method: Method,
         matched: Matched,
+        caller: Caller,
         body: Vec<u8>,
     ) -> RouteReply {
         let spec = &matched.entry.spec;
@@ -227,6 +242,7 @@ impl Pipeline {
                 })
                 .collect(),
             body,
+            caller,
         };
         let handler = Arc::clone(&spec.handler);
         let pattern = spec.path.pattern().to_owned();

@@ -872,7 +872,7 @@ pub(crate) fn target_dir() -> std::path::PathBuf {
 
 /// The venv's python with the pinned SDK, created under `target/` when missing;
 /// `None` (with a printed note) when Python or PyPI is not there and this is not CI.
-fn sdk_python() -> Option<std::path::PathBuf> {
+pub(crate) fn sdk_python() -> Option<std::path::PathBuf> {
     let venv = target_dir().join("gateway-venv");
     let python = venv.join("bin/python");
     let ready = |python: &std::path::Path| {

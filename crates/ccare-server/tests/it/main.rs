@@ -7,6 +7,8 @@
 mod events;
 mod gateway;
 mod gateway_clients;
+mod gateway_keys;
+mod gateway_watch;
 mod host;
 mod load;
 mod management;
