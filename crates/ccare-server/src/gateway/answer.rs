@@ -65,11 +65,15 @@ pub(crate) fn failure_reply(failure: &Failure) -> RouteReply {
             status,
             code,
             message,
-        } if (400..500).contains(status) => refusal::refuse(*status, code, message.clone()),
+            retry,
+        } if !*retry || (400..500).contains(status) => {
+            refusal::refuse(*status, code, message.clone())
+        }
         Failure::Host {
             status,
             code,
             message,
+            ..
         } => refusal::error(*status, code, message.clone()),
     }
 }
@@ -176,6 +180,7 @@ impl Chunker {
                         status: 500,
                         code: "TURN_LOST".to_owned(),
                         message: "the turn's follower stopped".to_owned(),
+                        retry: true,
                     });
                     self.finish();
                 }

@@ -90,6 +90,9 @@ pub(crate) enum Failure {
         code: String,
         /// What happened.
         message: String,
+        /// Whether asking again can help (a 5xx answered with `x-should-retry:
+        /// false` when not: a loop stream watch stopped would only loop again).
+        retry: bool,
     },
 }
 
@@ -136,8 +139,29 @@ pub(crate) async fn follow(
         }),
         reported: false,
     };
+    // The turn end after which the agent was seen idle with a turn following it (the
+    // resume is on its way through the stream): not waited for again.
+    let mut idle_seen_after = None;
     loop {
-        let Some(item) = stream.next().await else {
+        // While an abort waits for its resume, the agent going idle ends the answer too:
+        // the stream's `Idle` item is transient and is lost when the follower lags.
+        let waiting = awaiting_resume && idle_seen_after != outcome.end_seq;
+        let next = if waiting {
+            tokio::select! {
+                item = stream.next() => Some(item),
+                _ = handle.agent().when_idle() => None,
+            }
+        } else {
+            Some(stream.next().await)
+        };
+        let Some(next) = next else {
+            idle_seen_after = outcome.end_seq;
+            if resumed_after(&handle, outcome.end_seq) {
+                continue;
+            }
+            break;
+        };
+        let Some(item) = next else {
             if awaiting_resume {
                 break;
             }
@@ -382,11 +406,26 @@ fn client_call(call: &ccare_core::ToolCallBlock) -> ToolCallOut {
     }
 }
 
+/// Whether the session's log holds a turn start after the turn that ended at `end`.
+fn resumed_after(handle: &ccare_app::AgentHandle, end: Option<u64>) -> bool {
+    let Some(end) = end else {
+        return false;
+    };
+    handle.session().with_log(|log| {
+        let events = log.events();
+        let first = events.partition_point(|event| event.seq() <= end);
+        events[first..]
+            .iter()
+            .any(|event| event.kind() == ccare_core::kinds::TURN_START)
+    })
+}
+
 fn host_failure(status: u16, code: &str, message: &str) -> Failure {
     Failure::Host {
         status,
         code: code.to_owned(),
         message: message.to_owned(),
+        retry: true,
     }
 }
 
@@ -498,6 +537,7 @@ fn conclude(outcome: &mut Outcome, reason: TurnEndReason) {
                     status: 500,
                     code: failure.code,
                     message: failure.message,
+                    retry: true,
                 },
             });
         }
@@ -506,13 +546,18 @@ fn conclude(outcome: &mut Outcome, reason: TurnEndReason) {
                 status: 400,
                 code: "TURN_BLOCKED".to_owned(),
                 message: format!("{by} refused the request: {detail}"),
+                retry: false,
             });
         }
         TurnEndReason::Aborted { cause } => {
+            // A shutdown or a deadline may go better next time; a loop a plugin
+            // stopped, or a user's cancel, would not.
+            let retry = matches!(cause, CancelCause::Shutdown | CancelCause::Timeout);
             outcome.failure = Some(Failure::Host {
                 status: 500,
                 code: "TURN_ABORTED".to_owned(),
                 message: cancelled(&cause),
+                retry,
             });
         }
         TurnEndReason::Interrupted => {

@@ -499,3 +499,36 @@ async fn gw_5_sw_11_a_second_loop_ends_the_stream_with_its_error_then_done() {
     };
     assert_eq!(text, format!("{}{gap}{}", partials[0], partials[1]));
 }
+
+/// GW-5/GW-6, SW-11: a plain (non-streamed) answer whose resumed turn loops again is a
+/// 500 `TURN_ABORTED` the SDKs do not retry (`x-should-retry: false`): asking again
+/// would only loop again. The fake gets the two calls of that one request, no more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_5_gw_6_a_plain_answer_that_loops_twice_is_a_500_not_retried() {
+    let rig = Rig::start().await;
+    rig.fake.push(looping());
+    rig.fake.push(looping());
+    let body =
+        json!({"model": "fake/model", "messages": [{"role": "user", "content": "write it"}]});
+    let response = tokio::time::timeout(
+        std::time::Duration::from_secs(30),
+        rig.post_json(CHAT, &body),
+    )
+    .await
+    .expect("the answer came");
+    assert_eq!(response.status().as_u16(), 500);
+    assert_eq!(
+        response
+            .headers()
+            .get("x-should-retry")
+            .and_then(|value| value.to_str().ok()),
+        Some("false")
+    );
+    assert!(!session_of(&response).is_empty());
+    let text = response.text().await.unwrap();
+    assert_eq!(
+        text,
+        r#"{"error":{"message":"stream-watch stopped the answer: output loop: same line again","type":"api_error","code":"TURN_ABORTED"}}"#
+    );
+    assert_eq!(rig.fake.requests().len(), 2);
+}
