@@ -72,6 +72,9 @@ pub(crate) struct PhraseAutomaton {
     nodes: Box<[Node]>,
     /// Boxed: the byte-class map is 256 bytes, kept out of the trigger's detector.
     dense: Option<Box<Dense>>,
+    /// Some phrase holds an ASCII byte; if none does, every ASCII byte leads back to
+    /// the root (no state has a child on it), so an ASCII text needs no walk.
+    reads_ascii: bool,
 }
 
 /// A scan's position in its automaton: where the text read so far leaves it.
@@ -102,10 +105,21 @@ impl PhraseAutomaton {
         }
         let order = link_failures(&mut nodes);
         let dense = Dense::build(&nodes, &order).map(Box::new);
+        let reads_ascii = nodes
+            .iter()
+            .any(|node| node.children.iter().any(|(byte, _)| byte.is_ascii()));
         Self {
             nodes: nodes.into(),
             dense,
+            reads_ascii,
         }
+    }
+
+    /// Whether some phrase holds an ASCII byte (else an ASCII text only moves the
+    /// state to the root, and never ends a phrase).
+    #[inline]
+    pub(crate) fn reads_ascii(&self) -> bool {
+        self.reads_ascii
     }
 
     /// The state before any text, as at the start of an attempt.
@@ -115,12 +129,14 @@ impl PhraseAutomaton {
 
     /// Reads `text` from `state` and returns the first phrase end in it as `(end byte
     /// in text, phrase index)`; `state` moves past all of `text`.
+    #[inline]
     pub(crate) fn feed(&self, state: &mut ScanState, text: &str) -> Option<(usize, usize)> {
         self.feed_after(state, text, 0)
     }
 
     /// Like [`PhraseAutomaton::feed`], reporting only ends after byte `from` of `text`
     /// (earlier ones were judged by an earlier scan).
+    #[inline]
     pub(crate) fn feed_after(
         &self,
         state: &mut ScanState,
@@ -223,6 +239,7 @@ impl Dense {
         })
     }
 
+    #[inline]
     fn feed(
         &self,
         nodes: &[Node],

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::automaton::{PhraseAutomaton, ScanState};
 use super::lines::LineWindow;
-use super::text::prefix_within_units;
+use super::text::{DeltaScan, prefix_within_units};
 
 /// The UTF-16 units of a line a line-repeat report names (SW-4 `line[0..40]`).
 pub const REPORTED_LINE_UNITS: usize = 40;
@@ -91,6 +91,11 @@ pub(crate) fn line_repeat(window: &LineWindow, params: &LineRepeatParams) -> Opt
         let (_, _, worst_run) = window.runs(Some(worst))?;
         (worst, count, worst_run)
     } else {
+        // A run of a line is at most that line's count, so at most the highest count:
+        // below `min_run` no run can hit, and the window need not be walked.
+        if count < params.min_run {
+            return None;
+        }
         let (run_line, longest, _) = window.runs(None)?;
         if longest < params.min_run {
             return None;
@@ -168,8 +173,20 @@ pub(crate) struct PhraseScan {
 }
 
 impl PhraseScan {
-    /// Reads one delta; returns the first hit as `(end byte in delta, phrase index)`.
-    pub(crate) fn feed(&mut self, list: &PhraseList, delta: &str) -> Option<(usize, usize)> {
+    /// Reads one delta (scanned as `scan`); returns the first hit as `(end byte in
+    /// delta, phrase index)`. An ASCII delta for a list without ASCII bytes moves the
+    /// automaton to its start without a walk: every byte of it does.
+    #[inline]
+    pub(crate) fn feed(
+        &mut self,
+        list: &PhraseList,
+        delta: &str,
+        scan: DeltaScan,
+    ) -> Option<(usize, usize)> {
+        if scan.ascii && !list.automaton.reads_ascii() {
+            self.state = list.automaton.start();
+            return None;
+        }
         list.automaton.feed(&mut self.state, delta)
     }
 
@@ -187,6 +204,7 @@ impl PhraseScan {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+    use super::super::text::scan_delta;
     use super::*;
 
     fn list(phrases: &[&str]) -> PhraseList {
@@ -198,14 +216,34 @@ mod tests {
         let marker = list(&["XYZZY"]);
         let mut scan = PhraseScan::default();
         for _ in 0..10_000 {
-            assert_eq!(scan.feed(&marker, "ab,cd"), None);
+            assert_eq!(scan.feed(&marker, "ab,cd", scan_delta("ab,cd")), None);
         }
         assert!(scan.carried_chars(&marker) <= 4);
         let mut hits = 0;
         for delta in ["AB", "XY", "Z", "ZY", "CD", "XYZZY"] {
-            hits += usize::from(scan.feed(&marker, delta).is_some());
+            hits += usize::from(scan.feed(&marker, delta, scan_delta(delta)).is_some());
         }
         assert_eq!(hits, 2, "XY|Z|ZY and XYZZY");
+    }
+
+    /// An ASCII delta skips the walk of a list without ASCII bytes, and still breaks a
+    /// phrase begun before it; a list with ASCII bytes walks it.
+    #[test]
+    fn sw_4_an_ascii_delta_resets_a_list_without_ascii() {
+        let cjk = list(&["时间不够"]);
+        assert!(!cjk.automaton.reads_ascii());
+        let mut scan = PhraseScan::default();
+        let mut feed = |delta: &str| scan.feed(&cjk, delta, scan_delta(delta));
+        assert_eq!(feed("时间"), None);
+        assert_eq!(feed("x"), None);
+        assert_eq!(feed("不够"), None);
+        assert_eq!(feed("时间不"), None);
+        assert_eq!(feed("够"), Some((3, 0)));
+        let mixed = list(&["时间x"]);
+        assert!(mixed.automaton.reads_ascii());
+        let mut scan = PhraseScan::default();
+        assert_eq!(scan.feed(&mixed, "时间", scan_delta("时间")), None);
+        assert_eq!(scan.feed(&mixed, "x", scan_delta("x")), Some((1, 0)));
     }
 
     #[test]

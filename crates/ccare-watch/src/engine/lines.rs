@@ -47,10 +47,12 @@ pub struct LineWindow {
     /// Slot numbers, oldest line first.
     order: VecDeque<u16>,
     slots: Vec<Slot>,
-    /// The texts of the slots, back to back, with dead text of freed slots between.
-    arena: String,
+    /// The texts of the slots, back to back, with dead text of freed slots between:
+    /// bytes, as the view hands lines over (each a whole UTF-8 text, so every slot's
+    /// range is UTF-8, read back through [`utf8`]).
+    arena: Vec<u8>,
     /// Where a compaction copies the live texts; then the two swap.
-    spare: String,
+    spare: Vec<u8>,
     /// The bytes of live texts in the arena.
     live: usize,
     /// Free slot numbers, the most recently freed last.
@@ -71,8 +73,8 @@ impl Default for LineWindow {
         Self {
             order: VecDeque::new(),
             slots: Vec::new(),
-            arena: String::new(),
-            spare: String::new(),
+            arena: Vec::new(),
+            spare: Vec::new(),
             live: 0,
             free: Vec::new(),
             table: [EMPTY; TABLE],
@@ -102,6 +104,7 @@ impl LineWindow {
 
     /// How often `line` is in the window (0 if it has no key).
     pub fn count(&self, line: &str) -> usize {
+        let line = line.as_bytes();
         self.find(line, line_hash(line))
             .and_then(|(_, slot)| self.slots.get(usize::from(slot)))
             .map_or(0, |slot| slot.count)
@@ -117,7 +120,7 @@ impl LineWindow {
         self.slots
             .iter()
             .filter(|slot| slot.count > 0)
-            .map(|slot| (self.text_at(slot), slot.count))
+            .map(|slot| (utf8(self.text_at(slot)), slot.count))
     }
 
     /// Empties the window, keeping its buffers for the next attempt.
@@ -140,7 +143,9 @@ impl LineWindow {
     }
 
     /// Adds a line and evicts the oldest beyond `LINE_WINDOW`, keeping counts in sync.
-    pub(crate) fn push(&mut self, line: &str) {
+    /// The line is the UTF-8 bytes of a whole text (the view's buffer holds only such
+    /// ranges), so it is stored and compared as bytes without being validated.
+    pub(crate) fn push(&mut self, line: &[u8]) {
         let hash = line_hash(line);
         let slot = match self.find(line, hash) {
             Some((_, slot)) => slot,
@@ -232,10 +237,10 @@ impl LineWindow {
     fn slot_text(&self, slot: u16) -> &str {
         self.slots
             .get(usize::from(slot))
-            .map_or("", |slot| self.text_at(slot))
+            .map_or("", |slot| utf8(self.text_at(slot)))
     }
 
-    fn text_at(&self, slot: &Slot) -> &str {
+    fn text_at(&self, slot: &Slot) -> &[u8] {
         self.arena
             .get(slot.start..slot.start + slot.len)
             .unwrap_or_default()
@@ -255,13 +260,13 @@ impl LineWindow {
                 .get(slot.start..slot.start + slot.len)
                 .unwrap_or_default();
             slot.start = self.spare.len();
-            self.spare.push_str(text);
+            self.spare.extend_from_slice(text);
         }
         std::mem::swap(&mut self.arena, &mut self.spare);
     }
 
     /// The table position and slot of `line`, if it has a key.
-    fn find(&self, line: &str, hash: u64) -> Option<(usize, u16)> {
+    fn find(&self, line: &[u8], hash: u64) -> Option<(usize, u16)> {
         let mut position = home(hash);
         for _ in 0..TABLE {
             let slot = *self.table.get(position)?;
@@ -282,7 +287,7 @@ impl LineWindow {
 
     /// Gives `line` a slot (a freed one if any) and a table position; `None` only if
     /// the table is full, which the window's size rules out.
-    fn insert(&mut self, line: &str, hash: u64) -> Option<u16> {
+    fn insert(&mut self, line: &[u8], hash: u64) -> Option<u16> {
         let mut position = home(hash);
         while *self.table.get(position)? != EMPTY {
             position = (position + 1) % TABLE;
@@ -303,7 +308,7 @@ impl LineWindow {
         let entry = self.slots.get_mut(usize::from(slot))?;
         entry.start = self.arena.len();
         entry.len = line.len();
-        self.arena.push_str(line);
+        self.arena.extend_from_slice(line);
         self.live += line.len();
         entry.hash = hash;
         entry.count = 0;
@@ -379,6 +384,12 @@ impl LineWindow {
     }
 }
 
+/// The text of a slot's range: always UTF-8 (see `LineWindow::arena`), so the empty
+/// fallback is never taken.
+fn utf8(bytes: &[u8]) -> &str {
+    std::str::from_utf8(bytes).unwrap_or_default()
+}
+
 /// A line's table position from its hash (the high bits, the best mixed).
 fn home(hash: u64) -> usize {
     (hash >> 56) as usize % TABLE
@@ -387,9 +398,8 @@ fn home(hash: u64) -> usize {
 /// A fast 64-bit hash of a line: eight bytes at a time, multiply-rotate mixed. Not
 /// meant to resist chosen collisions: a collision only costs a longer probe in a
 /// table of at most `LINE_WINDOW` + 1 lines, and lines are always compared whole.
-fn line_hash(line: &str) -> u64 {
+fn line_hash(bytes: &[u8]) -> u64 {
     const MIX: u64 = 0x9E37_79B9_7F4A_7C15;
-    let bytes = line.as_bytes();
     let mut hash = (bytes.len() as u64).wrapping_mul(MIX);
     let mut words = bytes.chunks_exact(8);
     for word in &mut words {
@@ -464,7 +474,7 @@ mod tests {
             // table deletions with shifted probe runs).
             let spread = if step < 5_000 { 6 } else { 400 };
             let line = format!("line {}", (seed >> 16) % spread);
-            window.push(&line);
+            window.push(line.as_bytes());
             reference.push(&line);
             assert_eq!(window.len(), reference.order.len());
             assert_eq!(window.distinct(), reference.counts.len());
@@ -483,7 +493,7 @@ mod tests {
             (window.len(), window.distinct(), window.count("line 1")),
             (0, 0, 0)
         );
-        window.push("again");
+        window.push(b"again");
         assert_eq!(window.iter().collect::<Vec<_>>(), ["again"]);
     }
 }

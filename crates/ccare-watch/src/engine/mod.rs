@@ -52,7 +52,7 @@ pub(crate) use text::{js_trim, prefix_within_units, utf16_len};
 
 use config::Detector;
 use detect::{PhraseList, PhraseScan, line_repeat};
-use text::{scan_delta, suffix_within_units};
+use text::{DeltaScan, scan_delta, suffix_within_units};
 
 /// How many recent firings a watch keeps for display (SW-7 "≤40 kept").
 pub const RECENT_FIRINGS: usize = 40;
@@ -168,12 +168,19 @@ impl AttemptState {
         self.since_check = 0;
     }
 
-    /// Reads one delta for `trigger`; the first hit as `(end byte in delta, evidence)`.
-    fn feed(&mut self, trigger: &Trigger, delta: &str) -> Option<(usize, Evidence)> {
+    /// Reads one delta (scanned as `scan`) for `trigger`; the first hit as `(end byte
+    /// in delta, evidence)`.
+    #[inline]
+    fn feed(
+        &mut self,
+        trigger: &Trigger,
+        delta: &str,
+        scan: DeltaScan,
+    ) -> Option<(usize, Evidence)> {
         match (trigger.detector(), trigger.every_chars()) {
             (Detector::Phrases { list, marker }, None) => self
                 .scan
-                .feed(list, delta)
+                .feed(list, delta, scan)
                 .map(|(end, index)| (end, phrase_evidence(list, index, *marker))),
             (Detector::LineRepeat(params), None) => {
                 let mut offset = 0;
@@ -187,7 +194,7 @@ impl AttemptState {
                 }
                 None
             }
-            (detector, Some(every)) => self.feed_windowed(detector, every, delta),
+            (detector, Some(every)) => self.feed_windowed(detector, every, delta, scan),
         }
     }
 
@@ -198,15 +205,8 @@ impl AttemptState {
         detector: &Detector,
         every: usize,
         delta: &str,
+        scan: DeltaScan,
     ) -> Option<(usize, Evidence)> {
-        if self.since_check + delta.len() < every {
-            // No check can fall in this delta (it has at most as many units as bytes):
-            // it is measured and kept in one pass.
-            let (scan, _) = self.view.push_counted(delta);
-            self.since_check += scan.units;
-            return None;
-        }
-        let scan = scan_delta(delta);
         if self.since_check + scan.units < every {
             // No check falls in this delta.
             self.view.push_scanned(delta, scan);
@@ -347,6 +347,10 @@ impl StreamWatch {
             Scope::Text => &self.readers.text,
             _ => &self.readers.reasoning,
         };
+        if readers.is_empty() {
+            return Vec::new();
+        }
+        let scan = scan_delta(delta);
         let triggers = self.triggers.as_slice();
         let mut hits = Vec::new();
         for &index in readers.iter() {
@@ -357,7 +361,7 @@ impl StreamWatch {
             if !state.is_armed() {
                 continue;
             }
-            if let Some((offset, evidence)) = state.attempt.feed(trigger, delta) {
+            if let Some((offset, evidence)) = state.attempt.feed(trigger, delta, scan) {
                 hits.push((offset, index, evidence));
             }
         }

@@ -5,7 +5,9 @@
 use std::collections::VecDeque;
 
 use super::lines::LineWindow;
-use super::text::{DeltaScan, js_trim, scan_delta, suffix_within_units, unit_of, utf16_len};
+use super::text::{
+    DeltaScan, js_trim_bytes, scan_bytes, scan_delta, suffix_within_units, utf16_len,
+};
 
 /// The most text a view keeps, in UTF-16 units (SW-2).
 pub const TEXT_LIMIT: usize = 16_384;
@@ -107,36 +109,28 @@ impl View {
         self.push_counted(delta).1
     }
 
-    /// [`View::push`] that also returns the delta's [`DeltaScan`]: a delta within
-    /// `TEXT_LIMIT` bytes is measured and copied in one pass over its bytes (one
-    /// loop whose length varies instead of two plus a `memcpy` call).
+    /// [`View::push`] that also returns the delta's [`DeltaScan`].
     #[inline]
     pub(crate) fn push_counted(&mut self, delta: &str) -> (DeltaScan, usize) {
-        if delta.len() > TEXT_LIMIT {
-            let scan = scan_delta(delta);
-            return (scan, self.push_scanned(delta, scan));
-        }
-        self.compact_if_needed();
-        let at = self.buffer.len();
-        self.buffer.reserve(delta.len());
-        let mut units = 0;
-        let mut newline = false;
-        for &byte in delta.as_bytes() {
-            units += unit_of(byte);
-            newline |= byte == b'\n';
-            self.buffer.push(byte);
-        }
-        let scan = DeltaScan { units, newline };
-        if delta.is_empty() {
-            return (scan, 0);
-        }
-        self.push_chunk(delta.len(), units);
-        (scan, self.read_lines(delta, scan, at))
+        let scan = scan_delta(delta);
+        (scan, self.push_scanned(delta, scan))
     }
 
     /// [`View::push`] of a delta the caller already scanned.
     #[inline]
     pub(crate) fn push_scanned(&mut self, delta: &str, scan: DeltaScan) -> usize {
+        if self.lines_only && !scan.newline && scan.units <= TEXT_LIMIT {
+            // No text chunks to keep and no line ends: the open line grows.
+            self.extend_open_line(delta, scan);
+            return 0;
+        }
+        self.push_lines_or_text(delta, scan)
+    }
+
+    /// [`View::push_scanned`] of a delta that ends a line or whose text is kept: out
+    /// of line, so that the common case above stays small where it is inlined.
+    #[inline(never)]
+    fn push_lines_or_text(&mut self, delta: &str, scan: DeltaScan) -> usize {
         if delta.is_empty() {
             return 0;
         }
@@ -145,6 +139,26 @@ impl View {
         }
         let at = self.push_text(delta, scan.units);
         self.read_lines(delta, scan, at)
+    }
+
+    /// Appends a delta (scanned as `scan`) without a `\n` to a lines-only view: the
+    /// open line grows and nothing joins the window.
+    #[inline(always)]
+    fn extend_open_line(&mut self, delta: &str, scan: DeltaScan) {
+        debug_assert_eq!(scan, scan_delta(delta), "the scan is of this delta");
+        self.compact_if_needed();
+        let bytes = delta.as_bytes();
+        if bytes.len() <= 8 {
+            // A short delta as the word its scan loaded: a fixed eight-byte copy and a
+            // cut back to its length instead of a `memcpy` call for a few bytes.
+            let end = self.buffer.len() + bytes.len();
+            self.buffer.extend_from_slice(&scan.word.to_le_bytes());
+            self.buffer.truncate(end);
+        } else {
+            self.buffer.extend_from_slice(bytes);
+        }
+        self.open_units += scan.units;
+        self.cut_open_line();
     }
 
     /// Reads the lines of `delta`, which lies whole at `buffer[at..]`: each line is a
@@ -166,19 +180,19 @@ impl View {
         let mut joined = 0;
         let mut from = 0;
         let mut line_units = *open_units;
-        for (index, &byte) in delta.as_bytes().iter().enumerate() {
+        let bytes = delta.as_bytes();
+        for (index, &byte) in bytes.iter().enumerate() {
             if byte != b'\n' {
                 continue;
             }
-            let piece = delta.get(from..index).unwrap_or_default();
-            line_units += utf16_len(piece);
-            let line = utf8(buffer.get(*open_start..at + index));
+            line_units += scan_bytes(bytes.get(from..index).unwrap_or_default()).units;
+            let line = buffer.get(*open_start..at + index).unwrap_or_default();
             joined += usize::from(end_line(lines, line, line_units));
             from = index + 1;
             *open_start = at + from;
             line_units = 0;
         }
-        *open_units = utf16_len(delta.get(from..).unwrap_or_default());
+        *open_units = scan_bytes(bytes.get(from..).unwrap_or_default()).units;
         self.cut_open_line();
         joined
     }
@@ -301,11 +315,15 @@ impl View {
                 scratch.clear();
                 scratch.push_str(self.open_text());
                 scratch.push_str(piece);
-                let ended = end_line(&mut self.lines, &scratch, self.open_units + piece_units);
+                let ended = end_line(
+                    &mut self.lines,
+                    scratch.as_bytes(),
+                    self.open_units + piece_units,
+                );
                 self.scratch = scratch;
                 ended
             } else {
-                end_line(&mut self.lines, piece, piece_units)
+                end_line(&mut self.lines, piece.as_bytes(), piece_units)
             };
             joined += usize::from(ended);
             first = false;
@@ -329,14 +347,21 @@ impl View {
     }
 
     /// Cuts the open line to its last `LINE_LIMIT` units once it holds twice that.
+    #[inline]
     fn cut_open_line(&mut self) {
         if self.open_units > 2 * LINE_LIMIT {
-            let open = self.open_text();
-            let kept = suffix_within_units(open, LINE_LIMIT);
-            let (cut, units) = (open.len() - kept.len(), utf16_len(kept));
-            self.open_start += cut;
-            self.open_units = units;
+            self.cut_open_line_now();
         }
+    }
+
+    /// [`View::cut_open_line`] once it is due: once per `LINE_LIMIT` units at most.
+    #[cold]
+    fn cut_open_line_now(&mut self) {
+        let open = self.open_text();
+        let kept = suffix_within_units(open, LINE_LIMIT);
+        let (cut, units) = (open.len() - kept.len(), utf16_len(kept));
+        self.open_start += cut;
+        self.open_units = units;
     }
 }
 
@@ -350,16 +375,18 @@ fn utf8(bytes: Option<&[u8]>) -> &str {
 
 /// Ends a line of `units` UTF-16 units at a `\n`: its last `LINE_LIMIT` units,
 /// trimmed, join the window if they have at least `MIN_LINE_LEN` units; true if so.
-fn end_line(lines: &mut LineWindow, line: &str, units: usize) -> bool {
+/// The line is the bytes of a whole UTF-8 text (a range of the view's buffer), read as
+/// bytes so that it is not validated once more.
+fn end_line(lines: &mut LineWindow, line: &[u8], units: usize) -> bool {
     let whole = if units <= LINE_LIMIT {
         line
     } else {
-        suffix_within_units(line, LINE_LIMIT)
+        suffix_within_units(utf8(Some(line)), LINE_LIMIT).as_bytes()
     };
-    let line = js_trim(whole);
+    let line = js_trim_bytes(whole);
     // A character has at most four bytes: 12 bytes hold at least 3 characters, so at
     // least 3 units, without counting them.
-    let joins = line.len() >= 4 * MIN_LINE_LEN || utf16_len(line) >= MIN_LINE_LEN;
+    let joins = line.len() >= 4 * MIN_LINE_LEN || scan_bytes(line).units >= MIN_LINE_LEN;
     if joins {
         lines.push(line);
     }
@@ -370,6 +397,7 @@ fn end_line(lines: &mut LineWindow, line: &str, units: usize) -> bool {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+    use super::super::text::js_trim;
     use super::*;
 
     /// SW-2's open line and lines the plain way: the whole open line as a string.
