@@ -110,15 +110,31 @@ fn main() {
     }
 }
 
+/// The client's runtime: the requests and their bodies are read here.
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(4)
-            .enable_all()
-            .build()
-            .unwrap()
-    })
+    RUNTIME.get_or_init(new_runtime)
+}
+
+/// The fake upstream's runtime and the gateways' runtime: each side of the wire gets
+/// its own threads, as separate processes would, so a busy server does not delay the
+/// client reading its answers (or the upstream writing them).
+fn upstream_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(new_runtime)
+}
+
+fn server_runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(new_runtime)
+}
+
+fn new_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 /// One running gateway: its URL, bearer token and temp home.
@@ -142,7 +158,7 @@ static SETUP: OnceLock<Setup> = OnceLock::new();
 fn setup() -> &'static Setup {
     SETUP.get_or_init(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
-        runtime().block_on(async {
+        let fake = upstream_runtime().block_on(async {
             let fake = FakeServer::start().await.unwrap();
             fake.respond_with(|request| {
                 if request.raw_body.contains(FAST_WORD) {
@@ -153,15 +169,20 @@ fn setup() -> &'static Setup {
                     Reply::text("hello big world")
                 }
             });
-            let care_on = gateway(&fake.base_url(), "").await;
-            let care_off = gateway(&fake.base_url(), CARE_OFF).await;
-            Setup {
-                fake,
-                care_on,
-                care_off,
-                client: reqwest::Client::new(),
-            }
-        })
+            fake
+        });
+        let (care_on, care_off) = server_runtime().block_on(async {
+            (
+                gateway(&fake.base_url(), "").await,
+                gateway(&fake.base_url(), CARE_OFF).await,
+            )
+        });
+        Setup {
+            fake,
+            care_on,
+            care_off,
+            client: reqwest::Client::new(),
+        }
     })
 }
 
@@ -290,6 +311,40 @@ fn samples() -> &'static Mutex<BTreeMap<&'static str, Vec<f64>>> {
     SAMPLES.get_or_init(|| Mutex::new(BTreeMap::new()))
 }
 
+/// A point in one request of a throughput row.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Phase {
+    /// Its first body bytes arrived.
+    FirstByte,
+    /// Its body ended.
+    Done,
+}
+
+/// Per-request times of the throughput rows, in seconds, by row and phase.
+type RequestSamples = Mutex<BTreeMap<(&'static str, Phase), Vec<f64>>>;
+
+/// Per-request times of the throughput rows.
+fn request_samples() -> &'static RequestSamples {
+    static SAMPLES: OnceLock<RequestSamples> = OnceLock::new();
+    SAMPLES.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+fn record_request(row: &'static str, phase: Phase, elapsed: Duration) {
+    request_samples()
+        .lock()
+        .entry((row, phase))
+        .or_default()
+        .push(elapsed.as_secs_f64());
+}
+
+/// The median of `row`'s requests at `phase`.
+fn request_median(row: &'static str, phase: Phase) -> Option<f64> {
+    let samples = request_samples().lock();
+    let mut values = samples.get(&(row, phase))?.clone();
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied()
+}
+
 fn record(row: &'static str, elapsed: Duration) {
     samples()
         .lock()
@@ -322,9 +377,18 @@ fn throughput(bencher: Bencher, row: &'static str, target: Target, pace: Pace) {
             let started = Instant::now();
             runtime().block_on(async {
                 let streams = (0..CONCURRENCY).map(|_| async {
-                    let response = request(setup, target, pace).send().await.unwrap();
+                    let sent = Instant::now();
+                    let mut response = request(setup, target, pace).send().await.unwrap();
                     assert_eq!(response.status().as_u16(), 200);
-                    let text = response.text().await.unwrap();
+                    let mut text = Vec::new();
+                    while let Some(bytes) = response.chunk().await.unwrap() {
+                        if text.is_empty() {
+                            record_request(row, Phase::FirstByte, sent.elapsed());
+                        }
+                        text.extend_from_slice(&bytes);
+                    }
+                    record_request(row, Phase::Done, sent.elapsed());
+                    let text = String::from_utf8(text).unwrap();
                     assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
                 });
                 futures_util::future::join_all(streams).await;
@@ -471,7 +535,20 @@ fn report() {
             "instant upstream",
         ),
     ] {
+        let direct_row = direct;
         let direct = median(direct);
+        for (row, label) in [(direct_row, "direct")].into_iter().chain(rows) {
+            if let (Some(first), Some(done)) = (
+                request_median(row, Phase::FirstByte),
+                request_median(row, Phase::Done),
+            ) {
+                println!(
+                    "  c={CONCURRENCY}, {what} ({label}): per request p50 first byte {:.1} ms, whole answer {:.1} ms",
+                    first * 1e3,
+                    done * 1e3,
+                );
+            }
+        }
         for (row, label) in rows {
             if let (Some(direct), Some(gateway)) = (direct, median(row)) {
                 let rate = |time: f64| CONCURRENCY as f64 / time;

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::serve::ListenerExt;
 use ccare_app::config::HttpSettings;
 use ccare_core::kinds::CancelCause;
 use tokio::net::TcpListener;
@@ -135,6 +136,13 @@ impl Server {
         });
         let router = Router::new().fallback(serve).with_state(pipeline);
         let mut stopping_accept = stopping;
+        // Streamed answers are many small writes: without TCP_NODELAY, Nagle holds each
+        // one until the client's delayed ACK (about 40 ms on Linux) of the last.
+        let listener = listener.tap_io(|stream| {
+            if let Err(error) = stream.set_nodelay(true) {
+                tracing::debug!(%error, "TCP_NODELAY not set on a connection");
+            }
+        });
         let serving = axum::serve(listener, router).with_graceful_shutdown(async move {
             // An error means the sender is gone: stop as well.
             let _ = stopping_accept.wait_for(|stop| *stop).await;
