@@ -156,11 +156,18 @@ pub(crate) async fn run(
         tokio::select! {
             biased;
             received = live.recv() => {
-                if let Ok(live) = received
-                    && !json
-                    && write_failed.is_none()
-                    && let Err(error) = text.print(&live)
-                {
+                let printed = match received {
+                    Ok(live) if !json && write_failed.is_none() => {
+                        text.print(&live, &mut std::io::stdout().lock())
+                    }
+                    // Deltas were dropped: the rest comes from the log (`catch_up`).
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        text.lagged = true;
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                };
+                if let Err(error) = printed {
                     write_failed = Some(error);
                     agent.cancel(CancelCause::User, false).await;
                 }
@@ -180,12 +187,23 @@ pub(crate) async fn run(
     if let Some(error) = write_failed {
         return Err(Failure::failed(error));
     }
-    while let Ok(live) = live.try_recv() {
-        if !json {
-            text.print(&live).map_err(Failure::failed)?;
+    loop {
+        match live.try_recv() {
+            Ok(live) if !json => text
+                .print(&live, &mut std::io::stdout().lock())
+                .map_err(Failure::failed)?,
+            Ok(_) => {}
+            Err(tokio::sync::broadcast::error::TryRecvError::Lagged(_)) => text.lagged = true,
+            Err(_) => break,
         }
     }
-    text.finish().map_err(Failure::failed)?;
+    if !json && text.lagged {
+        let answers = answers_since(&session, first_new);
+        text.catch_up(&answers, &mut std::io::stdout().lock())
+            .map_err(Failure::failed)?;
+    }
+    text.finish(&mut std::io::stdout().lock())
+        .map_err(Failure::failed)?;
     if json {
         let mut stdout = std::io::stdout().lock();
         let events: Vec<String> = session.with_log(|log| {
@@ -228,37 +246,101 @@ pub(crate) async fn run(
     exit_for(reason)
 }
 
-/// Streams text deltas to stdout, a line break between steps.
+/// An answer of the run as the log holds it: its step and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Answer {
+    turn: u32,
+    step: u32,
+    call_id: String,
+    text: String,
+}
+
+/// The assistant messages logged from seq `first` on.
+fn answers_since(session: &ccare_session::Session, first: u64) -> Vec<Answer> {
+    session.with_log(|log| {
+        log.events()
+            .iter()
+            .filter(|event| event.seq() >= first)
+            .filter(|event| event.kind() == ccare_core::kinds::ASSISTANT_MESSAGE)
+            .filter_map(|event| event.decode::<ccare_core::kinds::AssistantMessage>().ok())
+            .map(|message| Answer {
+                turn: message.turn,
+                step: message.step,
+                call_id: message.call_id,
+                text: message.message.joined_text(""),
+            })
+            .collect()
+    })
+}
+
+/// Streams text deltas to stdout, a line break between steps. When it falls behind
+/// the live channel (`lagged`: deltas were dropped), it stops printing deltas and
+/// prints the rest of every answer from the log once the turn is over, so the output
+/// is never missing words.
 #[derive(Default)]
 struct TextPrinter {
     last_step: Option<(u32, u32)>,
     ends_with_newline: bool,
+    /// Set once a delta was lost.
+    lagged: bool,
+    /// The bytes printed of each provider call's text, before the lag.
+    printed: std::collections::HashMap<String, usize>,
 }
 
 impl TextPrinter {
-    fn print(&mut self, live: &ccare_agent::LiveChunk) -> std::io::Result<()> {
+    fn print(
+        &mut self,
+        live: &ccare_agent::LiveChunk,
+        out: &mut impl std::io::Write,
+    ) -> std::io::Result<()> {
         let Chunk::TextDelta { text, .. } = &live.chunk else {
             return Ok(());
         };
-        let mut stdout = std::io::stdout().lock();
-        if self
-            .last_step
-            .is_some_and(|step| step != (live.turn, live.step))
-            && !self.ends_with_newline
-        {
-            stdout.write_all(b"\n")?;
+        if self.lagged {
+            return Ok(());
         }
-        self.last_step = Some((live.turn, live.step));
-        stdout.write_all(text.as_bytes())?;
-        self.ends_with_newline = text.ends_with('\n');
-        stdout.flush()
+        self.write(live.turn, live.step, text, out)?;
+        *self.printed.entry(live.call_id.clone()).or_default() += text.len();
+        Ok(())
     }
 
-    fn finish(&self) -> std::io::Result<()> {
+    fn write(
+        &mut self,
+        turn: u32,
+        step: u32,
+        text: &str,
+        out: &mut impl std::io::Write,
+    ) -> std::io::Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        if self.last_step.is_some_and(|last| last != (turn, step)) && !self.ends_with_newline {
+            out.write_all(b"\n")?;
+        }
+        self.last_step = Some((turn, step));
+        out.write_all(text.as_bytes())?;
+        self.ends_with_newline = text.ends_with('\n');
+        out.flush()
+    }
+
+    /// After a lag: what the deltas did not print of each answer, from the log.
+    fn catch_up(
+        &mut self,
+        answers: &[Answer],
+        out: &mut impl std::io::Write,
+    ) -> std::io::Result<()> {
+        for answer in answers {
+            let printed = self.printed.get(&answer.call_id).copied().unwrap_or(0);
+            let rest = answer.text.get(printed..).unwrap_or_default();
+            self.write(answer.turn, answer.step, rest, out)?;
+        }
+        Ok(())
+    }
+
+    fn finish(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
         if self.last_step.is_some() && !self.ends_with_newline {
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(b"\n")?;
-            stdout.flush()?;
+            out.write_all(b"\n")?;
+            out.flush()?;
         }
         Ok(())
     }
@@ -294,5 +376,74 @@ pub(crate) fn exit_for(reason: Option<TurnEndReason>) -> Result<(), Failure> {
             Err(Failure::failed(anyhow::anyhow!("{text}")))
         }
         Some(TurnEndReason::Interrupted) => Err(Failure::failed(anyhow::anyhow!("interrupted"))),
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn delta(call: &str, step: u32, text: &str) -> ccare_agent::LiveChunk {
+        ccare_agent::LiveChunk {
+            turn: 1,
+            step,
+            call_id: call.to_owned(),
+            chunk: Chunk::TextDelta {
+                index: 0,
+                text: text.to_owned(),
+            },
+            after_seq: 0,
+        }
+    }
+
+    fn answer(call: &str, step: u32, text: &str) -> Answer {
+        Answer {
+            turn: 1,
+            step,
+            call_id: call.to_owned(),
+            text: text.to_owned(),
+        }
+    }
+
+    /// A printer that fell behind (deltas dropped from the live channel) prints what
+    /// the deltas did not, from the log: the output is every answer, whole, once.
+    #[test]
+    fn a_lagged_printer_catches_up_from_the_log_without_gaps_or_repeats() {
+        let mut out = Vec::new();
+        let mut printer = TextPrinter::default();
+        printer
+            .print(&delta("a", 1, "first answer"), &mut out)
+            .unwrap();
+        printer.print(&delta("b", 2, "line 0 "), &mut out).unwrap();
+        printer.lagged = true;
+        // Deltas after a lag are not printed (some before them were lost).
+        printer.print(&delta("b", 2, "answer"), &mut out).unwrap();
+        printer
+            .catch_up(
+                &[
+                    answer("a", 1, "first answer"),
+                    answer("b", 2, "line 0 of a long answer\n"),
+                    answer("c", 3, "third"),
+                ],
+                &mut out,
+            )
+            .unwrap();
+        printer.finish(&mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "first answer\nline 0 of a long answer\nthird\n"
+        );
+    }
+
+    /// Without a lag nothing is printed twice: the printer's output is the deltas.
+    #[test]
+    fn without_a_lag_the_deltas_are_the_output() {
+        let mut out = Vec::new();
+        let mut printer = TextPrinter::default();
+        printer.print(&delta("a", 1, "hello "), &mut out).unwrap();
+        printer.print(&delta("a", 1, "world"), &mut out).unwrap();
+        printer.finish(&mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "hello world\n");
     }
 }
