@@ -448,3 +448,34 @@ async fn gw_1_the_openai_python_sdk_sends_its_own_key_upstream() {
         ]
     );
 }
+
+/// GW-1, GW-5, GW-6: a streamed request whose client key the upstream refuses is
+/// answered with the upstream's 401 (nothing had streamed yet, so no 200 stream is
+/// opened), `x-should-retry: false`, the key redacted from the message, and the
+/// upstream saw exactly that key once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_1_a_streamed_request_with_a_refused_key_is_a_401_not_retried() {
+    let rig = pass_through().await;
+    rig.fake.push(Reply::http(
+        401,
+        format!(
+            r#"{{"error":{{"message":"Incorrect API key provided: {ALICE}.","type":"invalid_request_error","code":"invalid_api_key"}}}}"#
+        ),
+    ));
+    let mut body = first("hi");
+    body["stream"] = json!(true);
+    let refused = chat_as(&rig, ALICE, &body, None).await;
+    assert_eq!(refused.status().as_u16(), 401);
+    assert_eq!(
+        refused.headers()["x-should-retry"].to_str().unwrap(),
+        "false"
+    );
+    assert!(!session_of(&refused).is_empty());
+    let text = refused.text().await.unwrap();
+    assert!(!text.contains(ALICE), "{text}");
+    assert!(
+        text.contains("Incorrect API key provided: [client key]."),
+        "{text}"
+    );
+    assert_eq!(upstream_keys(&rig), vec![format!("Bearer {ALICE}")]);
+}
