@@ -339,8 +339,12 @@ fn record_request(row: &'static str, phase: Phase, elapsed: Duration) {
 
 /// The median of `row`'s requests at `phase`.
 fn request_median(row: &'static str, phase: Phase) -> Option<f64> {
-    let samples = request_samples().lock();
-    let mut values = samples.get(&(row, phase))?.clone();
+    median_of(request_samples().lock().get(&(row, phase))?)
+}
+
+/// The median of `values`; `None` when there are none.
+fn median_of(values: &[f64]) -> Option<f64> {
+    let mut values = values.to_vec();
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied()
 }
@@ -483,13 +487,7 @@ fn gateway_real_pace_c20_care_off(bencher: Bencher) {
 }
 
 fn median(row: &str) -> Option<f64> {
-    let samples = samples().lock();
-    let mut values = samples.get(row)?.clone();
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    Some(values[values.len() / 2])
+    median_of(samples().lock().get(row)?)
 }
 
 /// The issue 17 figures from this run's samples.

@@ -16,7 +16,8 @@ async fn chat(rig: &Rig, body: &Value) -> reqwest::Response {
     rig.post_json(CHAT, body).await
 }
 
-fn session_of(response: &reqwest::Response) -> String {
+/// The session a gateway response names in `x-ccare-session` (GW-7).
+pub(crate) fn session_of(response: &reqwest::Response) -> String {
     response
         .headers()
         .get("x-ccare-session")
@@ -49,7 +50,7 @@ fn masked(text: &str) -> (String, String) {
 
 /// The `data:` payloads of an OpenAI stream, checking there is nothing else (no
 /// `event:`/`id:` lines) and every frame ends with a blank line.
-fn data_lines(text: &str) -> Vec<String> {
+pub(crate) fn data_lines(text: &str) -> Vec<String> {
     assert!(text.ends_with("\n\n"), "{text:?}");
     text.split("\n\n")
         .filter(|frame| !frame.is_empty())
@@ -870,18 +871,25 @@ pub(crate) fn target_dir() -> std::path::PathBuf {
         .unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
 }
 
-/// The venv's python with the pinned SDK, created under `target/` when missing;
-/// `None` (with a printed note) when Python or PyPI is not there and this is not CI.
-pub(crate) fn sdk_python() -> Option<std::path::PathBuf> {
-    let venv = target_dir().join("gateway-venv");
+/// A venv `target/<name>` holding exactly `pins`, created once with `python3 -m venv`
+/// and pip; `None` (with a printed note) when Python or PyPI is not there and this is
+/// not CI. Installs are one at a time within the test process, so tests sharing a
+/// venv never write it at once.
+pub(crate) fn python_venv(name: &str, pins: &[&str]) -> Option<std::path::PathBuf> {
+    static INSTALLING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _installing = INSTALLING
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let venv = target_dir().join(name);
     let python = venv.join("bin/python");
     let ready = |python: &std::path::Path| {
         std::process::Command::new(python)
             .args([
                 "-c",
-                "import openai, sys; sys.exit(openai.__version__ != sys.argv[1])",
+                "import sys, importlib.metadata as m\nsys.exit(any(m.version(pin.split('==')[0]) != pin.split('==')[1] for pin in sys.argv[1:]))",
             ])
-            .arg(OPENAI_SDK.trim_start_matches("openai=="))
+            .args(pins)
+            .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|status| status.success())
     };
@@ -894,7 +902,8 @@ pub(crate) fn sdk_python() -> Option<std::path::PathBuf> {
         .status()
         .is_ok_and(|status| status.success())
         && std::process::Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", OPENAI_SDK])
+            .args(["install", "-q"])
+            .args(pins)
             .status()
             .is_ok_and(|status| status.success());
     if installed && ready(&python) {
@@ -902,13 +911,16 @@ pub(crate) fn sdk_python() -> Option<std::path::PathBuf> {
     }
     assert!(
         std::env::var_os("CI").is_none(),
-        "CI must run the openai SDK test: could not set up {OPENAI_SDK} in {}",
+        "CI must run this client test: could not install {pins:?} into {}",
         venv.display()
     );
-    eprintln!(
-        "note: skipping the openai Python SDK test: python3 or {OPENAI_SDK} is not available"
-    );
+    eprintln!("note: skipping a client test: python3 or {pins:?} is not available");
     None
+}
+
+/// The venv's python with the pinned openai SDK (`target/gateway-venv`).
+pub(crate) fn sdk_python() -> Option<std::path::PathBuf> {
+    python_venv("gateway-venv", &[OPENAI_SDK])
 }
 
 /// The upstream replies both SDK scripts (Python and Node) walk through, in order: a

@@ -4,7 +4,7 @@
 //! exact pin, installed once into its own venv under `target/`; outside CI a missing
 //! Python or PyPI skips the test with a printed note, in CI it fails.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
 use ccare_core::{ContentBlock, Event, Source};
@@ -14,7 +14,7 @@ use ccare_store::{ReadRange, SessionQuery};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::gateway::{run_client, target_dir};
+use crate::gateway::{python_venv, run_client};
 use crate::rig::Rig;
 
 /// The OpenAI Agents SDK the agents test pins, with the `openai` SDK it runs on.
@@ -22,48 +22,6 @@ const AGENTS_SDK: [&str; 2] = ["openai-agents==0.24.0", "openai==3.57.0"];
 
 /// The Aider release the Aider test pins.
 const AIDER: [&str; 1] = ["aider-chat==0.86.2"];
-
-/// A venv `target/<name>` holding exactly `pins`, created once with `python3 -m venv`
-/// and pip; `None` (with a printed note) when Python or PyPI is not there and this is
-/// not CI.
-fn python_venv(name: &str, pins: &[&str]) -> Option<PathBuf> {
-    let venv = target_dir().join(name);
-    let python = venv.join("bin/python");
-    let ready = |python: &Path| {
-        Command::new(python)
-            .args([
-                "-c",
-                "import sys, importlib.metadata as m\nsys.exit(any(m.version(pin.split('==')[0]) != pin.split('==')[1] for pin in sys.argv[1:]))",
-            ])
-            .args(pins)
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|status| status.success())
-    };
-    if ready(&python) {
-        return Some(python);
-    }
-    let installed = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .is_ok_and(|status| status.success())
-        && Command::new(venv.join("bin/pip"))
-            .args(["install", "-q"])
-            .args(pins)
-            .status()
-            .is_ok_and(|status| status.success());
-    if installed && ready(&python) {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI must run this client test: could not install {pins:?} into {}",
-        venv.display()
-    );
-    eprintln!("note: skipping a client test: python3 or {pins:?} is not available");
-    None
-}
 
 /// What the agents script prints.
 #[derive(Debug, Deserialize)]

@@ -9,6 +9,7 @@ use ccare_fake_openai::Reply;
 use serde_json::{Value, json};
 
 use crate::events::{Sse, export};
+use crate::gateway::{sdk_python, session_of};
 use crate::rig::{Rig, RigOptions};
 
 const CHAT: &str = "/v1/chat/completions";
@@ -31,16 +32,6 @@ async fn chat_as(rig: &Rig, key: &str, body: &Value, session: Option<&str>) -> r
         request = request.header("x-ccare-session", session);
     }
     request.send().await.unwrap()
-}
-
-fn session_of(response: &reqwest::Response) -> String {
-    response
-        .headers()
-        .get("x-ccare-session")
-        .unwrap_or_else(|| panic!("no x-ccare-session on {}", response.status()))
-        .to_str()
-        .unwrap()
-        .to_owned()
 }
 
 fn first(user: &str) -> Value {
@@ -383,25 +374,6 @@ async fn gw_1_other_routes_refuse_a_client_key_with_pass_through_on() {
     // The server token still opens them.
     assert_eq!(rig.get("/api/sessions").await.status().as_u16(), 200);
     assert!(rig.fake.requests().is_empty());
-}
-
-/// The venv's python with the pinned openai SDK (`gateway.rs` installs it under
-/// `target/`); `None` with a note when it is not there, outside CI.
-fn sdk_python() -> Option<std::path::PathBuf> {
-    let python = crate::gateway::target_dir().join("gateway-venv/bin/python");
-    let ready = std::process::Command::new(&python)
-        .args(["-c", "import openai"])
-        .output()
-        .is_ok_and(|output| output.status.success());
-    if ready {
-        return Some(python);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "the openai Python SDK venv is missing on CI"
-    );
-    eprintln!("note: skipping the openai Python SDK test: target/gateway-venv is not there");
-    None
 }
 
 /// GW-1 with the official openai Python SDK: each client's `api_key` is what the

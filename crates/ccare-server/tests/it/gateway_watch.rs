@@ -18,7 +18,7 @@ use ccare_fake_openai::{Reply, Script, openai_usage};
 use serde_json::{Value, json};
 
 use crate::events::export;
-use crate::gateway::{run_client, sdk_python};
+use crate::gateway::{data_lines, run_client, sdk_python, session_of};
 use crate::rig::Rig;
 
 const CHAT: &str = "/v1/chat/completions";
@@ -54,32 +54,6 @@ fn resumed_usage() -> Value {
     json!({"prompt_tokens": 30, "completion_tokens": 4, "total_tokens": 34,
            "prompt_tokens_details": {"cached_tokens": 0},
            "completion_tokens_details": {"reasoning_tokens": 0}})
-}
-
-fn session_of(response: &reqwest::Response) -> String {
-    response
-        .headers()
-        .get("x-ccare-session")
-        .unwrap_or_else(|| panic!("no x-ccare-session on {}", response.status()))
-        .to_str()
-        .unwrap()
-        .to_owned()
-}
-
-/// The `data:` payloads of an SSE body, checking every frame is one `data:` line
-/// ended by a blank line (comments skipped).
-fn data_frames(text: &str) -> Vec<String> {
-    assert!(text.ends_with("\n\n"), "{text:?}");
-    text.split("\n\n")
-        .filter(|frame| !frame.is_empty() && !frame.starts_with(':'))
-        .map(|frame| {
-            frame
-                .strip_prefix("data: ")
-                .filter(|data| !data.contains('\n'))
-                .unwrap_or_else(|| panic!("not one data line: {frame:?}"))
-                .to_owned()
-        })
-        .collect()
 }
 
 /// What the session's log says of one aborted and resumed answer.
@@ -262,7 +236,7 @@ async fn gw_5_sw_9_a_looping_stream_is_aborted_and_resumed_as_one_answer() {
         "text/event-stream"
     );
     let session = session_of(&response);
-    let frames = data_frames(&response.text().await.unwrap());
+    let frames = data_lines(&response.text().await.unwrap());
     let watched = watched(&rig, &session, "write it").await;
     assert_eq!(rig.fake.requests().len(), 2);
     assert_resume_request(&rig, 0, &watched);
@@ -425,7 +399,7 @@ async fn gw_5_sw_11_a_second_loop_ends_the_stream_with_its_error_then_done() {
     .expect("the stream ended");
     let (status, session, body) = response;
     assert_eq!(status, 200);
-    let frames = data_frames(&body);
+    let frames = data_lines(&body);
     assert_eq!(rig.fake.requests().len(), 2);
 
     let exported = export(&rig, &session).await;
