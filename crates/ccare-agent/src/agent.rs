@@ -131,7 +131,9 @@ pub(crate) struct Inner {
     /// Transient items of the ordered stream (`Idle`, `AwaitingTools`), each tagged
     /// with the seq it follows (ACT-4).
     pub(crate) signals: broadcast::Sender<crate::stream::Signal>,
-    pub(crate) live: broadcast::Sender<LiveChunk>,
+    /// Every chunk as it streams. Shared, so a slot of the channel's ring (allocated
+    /// whole when the agent starts) is a pointer, not a 200-byte chunk.
+    pub(crate) live: broadcast::Sender<Arc<LiveChunk>>,
 }
 
 impl Drop for Inner {
@@ -405,8 +407,19 @@ impl Agent {
         Ok(count)
     }
 
-    /// A receiver of every chunk as it streams.
-    pub fn subscribe_live(&self) -> broadcast::Receiver<LiveChunk> {
+    /// What [`Agent::restore_inbox`] does for a session created just now, without its
+    /// store reads: the session's rule controls are marked loaded with no row and the
+    /// inbox is empty (nobody can have queued entries for an id that did not exist).
+    /// Call it only for a session this process has just created.
+    pub fn adopt_new(&self) {
+        if let Err(error) = self.inner.host.controls.adopt_new(self.inner.session.id()) {
+            tracing::warn!(session = %self.inner.session.id(), %error, "controls unavailable");
+        }
+    }
+
+    /// A receiver of every chunk as it streams (shared: one allocation per chunk,
+    /// whatever the number of receivers).
+    pub fn subscribe_live(&self) -> broadcast::Receiver<Arc<LiveChunk>> {
         self.inner.live.subscribe()
     }
 

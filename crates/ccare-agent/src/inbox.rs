@@ -349,7 +349,7 @@ impl InboxStore {
     /// Waits until every write queued so far for `session` is durable, like
     /// [`InboxStore::flush`], but without opening the domain when nothing was ever
     /// queued: with no write outstanding it returns at once, with no store call (the
-    /// barrier the kernel puts before its boundary events, ACT-2).
+    /// barrier the kernel puts where a turn ends, ACT-2).
     pub(crate) async fn settle(&self, host: &Arc<Host>, session: &str) -> Result<(), DomainError> {
         let opening = {
             let pending = self.pending.lock();
@@ -359,6 +359,27 @@ impl InboxStore {
             return Ok(());
         }
         self.flush(host, session).await
+    }
+
+    /// Waits until every write queued so far for `session` has been handed to the store,
+    /// so that it is durable no later than whatever the caller hands the store next (the
+    /// store commits in call order): the barrier the kernel puts before an event it
+    /// appends, without a commit of its own. Like [`InboxStore::settle`], it costs
+    /// nothing when no write is outstanding; a failed write is reported by the next
+    /// flush, not here.
+    pub(crate) async fn order(&self, host: &Arc<Host>, session: &str) {
+        let opening = {
+            let pending = self.pending.lock();
+            pending.draining || !pending.ops.is_empty()
+        };
+        if !opening && !self.domain.initialized() {
+            return;
+        }
+        if let Ok((domain, table)) = self.ready(host).await {
+            domain
+                .ordered(table.partition(&entry_key(session, 0)).as_deref())
+                .await;
+        }
     }
 
     /// The durable entries of `session`, in id order; unreadable rows are skipped.

@@ -181,7 +181,7 @@ enum Stop {
 struct Pump {
     session: Session,
     events: broadcast::Receiver<Arc<Event>>,
-    live: broadcast::Receiver<LiveChunk>,
+    live: broadcast::Receiver<Arc<LiveChunk>>,
     signals: broadcast::Receiver<Signal>,
     /// The next event seq to send.
     next_seq: u64,
@@ -283,7 +283,8 @@ impl Pump {
     }
 
     /// Keeps a chunk until its event is sent, tagged with the seq it follows.
-    fn take_delta(&mut self, live: LiveChunk) {
+    fn take_delta(&mut self, live: Arc<LiveChunk>) {
+        let live = Arc::unwrap_or_clone(live);
         let after_seq = live.after_seq;
         // A chunk from before the cursor belongs to events the subscriber skipped.
         if after_seq.saturating_add(1) >= self.next_seq {

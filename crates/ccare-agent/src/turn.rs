@@ -30,7 +30,7 @@ mod step;
 mod step_end;
 mod stream;
 
-pub(crate) use log::{append, flush, settle_inbox, typed};
+pub(crate) use log::{append, flush, order_inbox, settle_inbox, typed};
 pub(crate) use request_only::join_request_only;
 
 use log::log_user;
@@ -88,7 +88,7 @@ async fn finish_turn(
         Err(Stop::Await) => return None,
     };
     // What the turn's plugins and tools queued is durable before its end is.
-    settle_inbox(agent).await;
+    order_inbox(agent).await;
     let end = ccare_core::kinds::TurnEnd {
         turn,
         reason: reason.clone(),
@@ -107,7 +107,7 @@ async fn finish_turn(
 /// runs its steps.
 async fn turn_body(agent: &Agent, turn: u32, opening: Entry) -> StepResult<TurnEndReason> {
     // The opening entry's row (an idle hook's, written in the background) first.
-    settle_inbox(agent).await;
+    order_inbox(agent).await;
     append(agent, typed(&TurnStart { turn })?)?;
     let mut plugin_messages = Vec::new();
     let mut user_logged = false;

@@ -216,7 +216,7 @@ impl Agents {
         .await?;
         // On an error the lease is dropped, which releases it.
         let session = self.shared.host.sessions().open(id).await?;
-        self.start(session, lease).await
+        self.start(session, lease, Restore::Stored).await
     }
 
     /// Creates a new session with `meta` and starts its actor (nobody knows the new
@@ -246,7 +246,7 @@ impl Agents {
         };
         let slot = self.slot(session.id());
         let mut running = slot.lock().await;
-        let (actor, handle) = self.start(session, lease).await?;
+        let (actor, handle) = self.start(session, lease, Restore::New).await?;
         *running = Some(actor);
         Ok(handle)
     }
@@ -358,6 +358,7 @@ impl Agents {
         &self,
         session: ccare_session::Session,
         lease: SessionLease,
+        restore: Restore,
     ) -> Result<(Actor, AgentHandle), AppError> {
         let id = session.id().clone();
         let agent = Agent::new(
@@ -366,7 +367,13 @@ impl Agents {
             Arc::new(SystemClock),
             self.shared.options.clone(),
         );
-        let restored = agent.restore_inbox().await.map_err(AppError::Inbox)?;
+        let restored = match restore {
+            Restore::Stored => agent.restore_inbox().await.map_err(AppError::Inbox)?,
+            Restore::New => {
+                agent.adopt_new();
+                0
+            }
+        };
         let number = self.shared.started.fetch_add(1, Ordering::Relaxed);
         let actor = Actor {
             agent,
@@ -379,6 +386,17 @@ impl Agents {
         tracing::debug!(session = %handle.session().id(), "session actor started");
         Ok((actor, handle))
     }
+}
+
+/// What an actor's start reads back from the store.
+#[derive(Debug, Clone, Copy)]
+enum Restore {
+    /// A stored session: its rule controls and the inbox entries an earlier process
+    /// queued ([`Agent::restore_inbox`]).
+    Stored,
+    /// A session created just now: nothing can be stored for it yet
+    /// ([`Agent::adopt_new`]).
+    New,
 }
 
 impl Shared {

@@ -770,6 +770,16 @@ impl Domain {
         self.inner.take_unreported(partition)
     }
 
+    /// Waits until every write queued before the call, in `partition` (`None`: in the
+    /// whole domain), has been handed to the store, settled or not. The store applies
+    /// and commits operations in the order it is given them, so whatever this caller
+    /// gives the store next (an append, say) is durable no earlier than those writes:
+    /// an ordering barrier that costs no commit of its own. Failures are left for the
+    /// tickets and [`Domain::flush`] to report.
+    pub async fn ordered(&self, partition: Option<&str>) {
+        self.inner.wait_issued(partition).await;
+    }
+
     /// Change notifications: one per durable write, after memory shows it.
     pub fn subscribe(&self) -> broadcast::Receiver<DomainChanged> {
         self.inner.changes.subscribe()
@@ -1137,6 +1147,10 @@ struct Queue {
     /// Writes ever queued here; `settled` counts the finished ones.
     queued: u64,
     settled: Arc<watch::Sender<u64>>,
+    /// The op id of the last write queued here.
+    last_op: u64,
+    /// The op id of the last write handed to the store (ops are issued in op order).
+    issued: Arc<watch::Sender<u64>>,
 }
 
 struct Unreported {
@@ -1208,12 +1222,19 @@ impl DomainInner {
         state.next_op += 1;
         let op = state.next_op;
         let start_worker = !state.queues.contains_key(&queue);
+        // A put or delete with nothing queued before it in its queue is handed to the
+        // store now, in the caller's order among its other store calls (an update's
+        // function runs in the worker, never on the caller's stack).
+        let issue_now = start_worker && !matches!(write, Write::Update(_));
         let entry = state.queues.entry(queue.clone()).or_insert_with(|| Queue {
             ops: VecDeque::new(),
             queued: 0,
             settled: Arc::new(watch::Sender::new(0)),
+            last_op: 0,
+            issued: Arc::new(watch::Sender::new(0)),
         });
         entry.queued += 1;
+        entry.last_op = op;
         entry.ops.push_back(QueuedOp {
             op,
             record: record.clone(),
@@ -1223,7 +1244,13 @@ impl DomainInner {
         });
         drop(state);
         if start_worker {
-            self.runtime.spawn(run_queue(Arc::clone(self), queue));
+            let first = if issue_now {
+                self.issue_front(&queue)
+            } else {
+                None
+            };
+            self.runtime
+                .spawn(run_queue(Arc::clone(self), queue, first));
         }
         Ok(WriteTicket {
             receiver,
@@ -1231,6 +1258,19 @@ impl DomainInner {
             op,
             record,
         })
+    }
+
+    /// Takes the front write of a queue no worker runs yet and issues it.
+    fn issue_front(&self, queue: &QueueKey) -> Option<Issued> {
+        let (front, issued) = {
+            let mut state = self.state.lock();
+            let entry = state.queues.get_mut(queue)?;
+            (entry.ops.pop_front()?, Arc::clone(&entry.issued))
+        };
+        let op = front.op;
+        let first = self.issue(front);
+        issued.send_modify(|last| *last = (*last).max(op));
+        Some(first)
     }
 
     /// Issues one op's compare-and-swap against the acknowledged row.
@@ -1457,6 +1497,23 @@ impl DomainInner {
         }
     }
 
+    /// Waits until every write queued before the call in `partition`'s scope has been
+    /// handed to the store (not necessarily settled).
+    async fn wait_issued(&self, partition: Option<&str>) {
+        let waits: Vec<(watch::Receiver<u64>, u64)> = self
+            .state
+            .lock()
+            .queues
+            .iter()
+            .filter(|(queue, _)| queue.in_scope(partition))
+            .map(|(_, queue)| (queue.issued.subscribe(), queue.last_op))
+            .collect();
+        for (mut issued, target) in waits {
+            // An error means the worker is gone, hence done.
+            let _reached = issued.wait_for(|last| *last >= target).await.is_ok();
+        }
+    }
+
     /// Every queued write settled, errors left for whoever reports them.
     async fn drain(&self) {
         self.wait(None).await;
@@ -1486,30 +1543,19 @@ impl DomainInner {
 
 /// One worker per busy queue: rounds of distinct-key writes issued together, settled
 /// in order, until the queue is empty.
-async fn run_queue(inner: Arc<DomainInner>, queue: QueueKey) {
-    let Some(settled) = inner
+async fn run_queue(inner: Arc<DomainInner>, queue: QueueKey, first: Option<Issued>) {
+    let Some((settled, issued_up_to)) = inner
         .state
         .lock()
         .queues
         .get(&queue)
-        .map(|entry| Arc::clone(&entry.settled))
+        .map(|entry| (Arc::clone(&entry.settled), Arc::clone(&entry.issued)))
     else {
         return;
     };
+    let mut issued: Vec<Issued> = first.into_iter().collect();
     loop {
-        let round = {
-            let mut state = inner.state.lock();
-            let Some(entry) = state.queues.get_mut(&queue) else {
-                return;
-            };
-            if entry.ops.is_empty() {
-                state.queues.remove(&queue);
-                return;
-            }
-            take_round(&mut entry.ops)
-        };
-        let issued: Vec<Issued> = round.into_iter().map(|op| inner.issue(op)).collect();
-        for write in issued {
+        for write in issued.drain(..) {
             let Issued {
                 op,
                 record,
@@ -1527,6 +1573,20 @@ async fn run_queue(inner: Arc<DomainInner>, queue: QueueKey) {
             let _ = reply.send(outcome);
             settled.send_modify(|count| *count += 1);
         }
+        let round = {
+            let mut state = inner.state.lock();
+            let Some(entry) = state.queues.get_mut(&queue) else {
+                return;
+            };
+            if entry.ops.is_empty() {
+                state.queues.remove(&queue);
+                return;
+            }
+            take_round(&mut entry.ops)
+        };
+        let last = round.last().map_or(0, |op| op.op);
+        issued = round.into_iter().map(|op| inner.issue(op)).collect();
+        issued_up_to.send_modify(|up_to| *up_to = (*up_to).max(last));
     }
 }
 

@@ -107,9 +107,33 @@ impl Sessions {
             seed_length: None,
             meta_json,
         };
-        self.store.create_session(new, Vec::new()).await?;
+        let header = SessionHeader {
+            id: id.clone(),
+            created_ms: new.created_ms,
+            parent: None,
+            seed_length: None,
+            meta_json: new.meta_json.clone(),
+            incarnation: self.store.create_session(new, Vec::new()).await?,
+        };
         self.notify(&Lifecycle::Created(id.clone()));
-        self.open(&id).await
+        // Nothing to read back, audit or repair: the session is what was just written
+        // (no events), so it opens from memory without a store round trip.
+        let Replayed { log, .. } = replay(
+            &id,
+            std::iter::empty::<Box<str>>(),
+            &self.registry,
+            &self.config.load,
+        )?;
+        let session = Session::from_log(
+            header,
+            log,
+            self.store.clone(),
+            self.clock.clone(),
+            self.registry.clone(),
+            self.config.durability,
+        );
+        let mut live = self.live.lock();
+        Ok(live.entry(id).or_insert(session).clone())
     }
 
     /// Sessions, newest first.

@@ -15,7 +15,9 @@
 //!   survives the process.
 //!
 //! Writes are *ordered at call time*: the operation is queued before the method returns,
-//! and the returned [`Ticket`] resolves once it is durable (or failed). So a caller may
+//! and the returned [`Ticket`] resolves once it is durable (or failed). Operations are
+//! applied and made durable in that order, across sessions and KV domains: once one is
+//! durable, every operation queued before it is durable too, or has failed. So a caller may
 //! issue many appends without awaiting each one, and await only the last or a flush.
 //! [`Durability`] names the two modes a host offers on top (`[store] durability`):
 //! group commit, or every append durable before it returns ([`wait_blocking`]).
@@ -30,6 +32,7 @@
 
 mod checks;
 mod durability;
+mod envelope;
 mod error;
 mod failures;
 mod lease;
@@ -40,6 +43,7 @@ pub mod testing;
 mod types;
 
 pub use durability::{Durability, wait_blocking};
+pub use envelope::EnvelopeJson;
 pub use error::StoreError;
 pub use lease::{Lease, LeaseClaim, LeaseHolder, MAX_LEASE_TEXT_BYTES};
 pub use memory::MemoryStore;

@@ -7,7 +7,10 @@
 //! the inner store, so nothing of them is written. It can also hold back the
 //! acknowledgement of KV writes ([`FailingStore::hold_kv_writes`]): the write is
 //! applied, its ticket resolves only once released, as a write that is not durable yet.
+//! As in a real store, which makes operations durable in call order, an append or a
+//! flush made after a held KV write is held with it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use ccare_core::SessionId;
@@ -110,6 +113,9 @@ pub struct FailingStore<S = MemoryStore> {
     faults: Mutex<Vec<Fault>>,
     /// `true` while KV write acknowledgements are held back.
     held: watch::Sender<bool>,
+    /// Whether a KV write was made while held: appends and flushes made after it are
+    /// held too (durability in call order).
+    backlog: AtomicBool,
     /// Notified at every `kv_cas` call, before it is applied or refused.
     kv_writes: Notify,
 }
@@ -127,6 +133,7 @@ impl<S: Store> FailingStore<S> {
             inner,
             faults: Mutex::new(Vec::new()),
             held: watch::Sender::new(false),
+            backlog: AtomicBool::new(false),
             kv_writes: Notify::new(),
         }
     }
@@ -148,14 +155,30 @@ impl<S: Store> FailingStore<S> {
 
     /// From now on, KV writes are applied at once but their tickets resolve only after
     /// [`FailingStore::release_kv_writes`]: what the layers above see while a write is
-    /// not durable yet.
+    /// not durable yet. Once such a write was made, later appends and flushes are held
+    /// too, as the store makes operations durable in call order.
     pub fn hold_kv_writes(&self) {
+        self.backlog.store(false, Ordering::SeqCst);
         self.held.send_replace(true);
     }
 
-    /// Lets every held KV write ticket (and every later one) resolve.
+    /// Lets every held ticket (and every later one) resolve.
     pub fn release_kv_writes(&self) {
         self.held.send_replace(false);
+        self.backlog.store(false, Ordering::SeqCst);
+    }
+
+    /// `ticket`, held until release when a held KV write was made before it.
+    fn in_call_order<T: Send + 'static>(&self, ticket: Ticket<T>) -> Ticket<T> {
+        if !*self.held.borrow() || !self.backlog.load(Ordering::SeqCst) {
+            return ticket;
+        }
+        let mut held = self.held.subscribe();
+        Box::pin(async move {
+            // A closed channel (the store is gone) releases the ticket too.
+            let _ = held.wait_for(|held| !*held).await;
+            ticket.await
+        })
     }
 
     /// Resolves at the next `kv_cas` call (or at once if one came since the last wait):
@@ -207,7 +230,7 @@ impl<S: Store> Store for FailingStore<S> {
         if let Some(error) = self.injected(Operation::Append, "append", &texts) {
             return failed(error);
         }
-        self.inner.append(session, expected_seq, events)
+        self.in_call_order(self.inner.append(session, expected_seq, events))
     }
 
     fn append_awaited(
@@ -220,7 +243,7 @@ impl<S: Store> Store for FailingStore<S> {
         if let Some(error) = self.injected(Operation::Append, "append", &texts) {
             return failed(error);
         }
-        self.inner.append_awaited(session, expected_seq, events)
+        self.in_call_order(self.inner.append_awaited(session, expected_seq, events))
     }
 
     fn kv_cas(
@@ -238,6 +261,7 @@ impl<S: Store> Store for FailingStore<S> {
         if !*self.held.borrow() {
             return ticket;
         }
+        self.backlog.store(true, Ordering::SeqCst);
         let mut held = self.held.subscribe();
         Box::pin(async move {
             // A closed channel (the store is gone) releases the ticket too.
@@ -247,7 +271,7 @@ impl<S: Store> Store for FailingStore<S> {
     }
 
     fn flush(&self) -> Ticket<()> {
-        self.inner.flush()
+        self.in_call_order(self.inner.flush())
     }
 
     fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<SessionRecord>> {

@@ -39,17 +39,31 @@ pub(crate) async fn flush(agent: &Agent) -> StepResult<()> {
     })
 }
 
-/// The inbox barrier (ACT-2 "durable before acknowledged"): waits until every inbox
-/// row queued so far for the session (a plugin's or a tool's steer or inject, written
-/// in the background) is durable, so that it is durable no later than the event the
-/// kernel appends next. Costs no store call when no row is outstanding. A row that
-/// could not be written is reported here and stays queued in memory for this process.
+/// Waits until every inbox row queued so far for the session (a plugin's or a tool's
+/// steer or inject, written in the background) is durable: where a turn is over and
+/// nothing is appended after it (ACT-2 "durable before acknowledged"). Costs no store
+/// call when no row is outstanding. A row that could not be written is reported here
+/// and stays queued in memory for this process. Before an event, [`order_inbox`] is
+/// enough.
 pub(crate) async fn settle_inbox(agent: &Agent) {
     let host = &agent.inner.host;
     let session = agent.inner.session.id();
     if let Err(error) = host.inbox.settle(host, session.as_str()).await {
         tracing::warn!(%session, %error, "an inbox row is not durable");
     }
+}
+
+/// The inbox barrier before an event the kernel appends (ACT-2 "durable before
+/// acknowledged", in order): waits until every inbox row queued so far for the session
+/// has been handed to the store, which commits in call order, so each is durable no
+/// later than the event appended next — without a commit of its own. Costs nothing
+/// when no row is outstanding. Where nothing is appended after it (the turn is over,
+/// the agent goes idle), [`settle_inbox`] waits for durability itself.
+pub(crate) async fn order_inbox(agent: &Agent) {
+    let host = &agent.inner.host;
+    host.inbox
+        .order(host, agent.inner.session.id().as_str())
+        .await;
 }
 
 /// Logs `message` as a `user/message` on the surface.

@@ -12,7 +12,7 @@ use ccare_core::kinds::{HostFailure, StepEnd, StepStart, TurnEndReason};
 use super::attempts::request_step;
 use super::boundary::{Entered, claim, pre_step, restore_unentered};
 use super::step_end::end_step;
-use super::{StepResult, Stop, aborted, append, log_user, settle_inbox, typed};
+use super::{StepResult, Stop, aborted, append, log_user, order_inbox, typed};
 use crate::agent::Agent;
 use crate::hooks::HookContext;
 use crate::inbox::Entry;
@@ -59,8 +59,9 @@ pub(super) async fn run_steps(
         let Entered { messages, ids } =
             pre_step(agent, &context, &hooks, &mut plugin_messages, user_logged).await?;
         // Phase 3: step/start and the entered messages, after the rows the boundary's
-        // and the turn-stopping hooks queued are durable.
-        settle_inbox(agent).await;
+        // and the turn-stopping hooks queued are handed to the store (durable no
+        // later than step/start).
+        order_inbox(agent).await;
         append(agent, typed(&StepStart { turn, step })?)?;
         for mut message in messages {
             if message.source.is_none() {

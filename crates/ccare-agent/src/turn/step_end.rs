@@ -9,7 +9,7 @@ use ccare_core::kinds::{StepEnd, TurnEndReason};
 use ccare_core::{Message, ToolCallBlock};
 use ccare_llm::Finish;
 
-use super::{StepResult, Stop, aborted, append, flush, hook_failed, settle_inbox, typed};
+use super::{StepResult, Stop, aborted, append, flush, hook_failed, order_inbox, typed};
 use crate::agent::Agent;
 use crate::dispatch::{answer_aborted, hand_to_caller, run_tools};
 use crate::external::turn_tools;
@@ -32,7 +32,7 @@ pub(super) async fn end_step(
     let mut cancelled_in_tools = run_tools(agent, turn, step, message, token, &external).await?;
     // What the tools queued (an inject, a steer) is durable before the step ends or
     // awaits its caller.
-    settle_inbox(agent).await;
+    order_inbox(agent).await;
     // Caller-executed calls (ACT-3): after the local ones, handed to the caller, and the
     // step waits, open, unless the turn was cancelled meanwhile.
     let caller_calls: Vec<ToolCallBlock> = message

@@ -10,7 +10,7 @@ use ccare_llm::{Assembled, Assembler, Chunk, Finish, PreparedCall};
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use super::{StepResult, append, settle_inbox, typed};
+use super::{StepResult, append, order_inbox, typed};
 use crate::agent::{Agent, CancelCause, LiveChunk};
 use crate::hooks::{HookContext, SettledOutcome, Settlement, StreamContext, StreamVerdict};
 
@@ -73,13 +73,16 @@ pub(super) async fn stream_call(
                 });
             }
         }
-        let _ = agent.inner.live.send(LiveChunk {
-            turn,
-            step,
-            call_id: call_id.clone(),
-            chunk: chunk.clone(),
-            after_seq: agent.inner.session.head().saturating_sub(1),
-        });
+        // Nobody listening: nothing to copy.
+        if agent.inner.live.receiver_count() > 0 {
+            let _ = agent.inner.live.send(Arc::new(LiveChunk {
+                turn,
+                step,
+                call_id: call_id.clone(),
+                chunk: chunk.clone(),
+                after_seq: agent.inner.session.head().saturating_sub(1),
+            }));
+        }
         if let Err(failure) = assembler.push(&chunk) {
             protocol = Some(failure.on_route(&route.provider, &route.model));
             break;
@@ -88,7 +91,7 @@ pub(super) async fn stream_call(
     drop(stream);
     // What the stream observers queued (a watch's notice or resume) is durable before
     // the attempt is committed.
-    settle_inbox(agent).await;
+    order_inbox(agent).await;
     let records = recorder.to_json();
     let assembled: Assembled = match protocol {
         Some(failure) => assembler.fail(failure),

@@ -834,10 +834,11 @@ impl ccare_agent::Tool for HoldAndInject {
 }
 
 /// ACT-2 "durable before acknowledged" for the kernel's background writes: a row a tool
-/// queued (an inject, written through the inbox domain's queue) is durable before the
-/// step's `step/end` is appended, so a crash can never keep the step's end and lose
-/// the row. While the row's write is not acknowledged the log stops at the tool's
-/// result; once it is, the turn goes on and the notice enters the next step once.
+/// queued (an inject, written through the inbox domain's queue) is handed to the store
+/// before the step's `step/end` is appended, and the store makes writes durable in call
+/// order, so a crash can never keep the step's end and lose the row. While the row's
+/// write is not durable no further request goes out; once it is, the turn goes on and
+/// the notice enters the next step once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn act_2_a_row_a_tool_queued_is_durable_before_its_step_ends() {
     let store = std::sync::Arc::new(ccare_agent::testing::FailingStore::default());
@@ -867,10 +868,20 @@ async fn act_2_a_row_a_tool_queued_is_durable_before_its_step_ends() {
     let agent = kit.agent(&session, MODEL);
     agent.send(input("note it")).await.unwrap();
     tool_ran.recv().await.unwrap();
-    // Time for a kernel that does not wait to write the rest of the turn.
+    // Time for a kernel that does not wait to send the next request.
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    // The store makes writes durable in call order, so what the kernel appends after
+    // the row is durable no earlier than it; the flush before the next dispatch
+    // (H-STORE-5) waits for both.
     assert_eq!(
-        ccare_agent::testing::kinds(&session),
+        kit.script().requests().len(),
+        1,
+        "no request goes out while the tool's row is not durable"
+    );
+    let kinds = ccare_agent::testing::kinds(&session);
+    let result = kinds.iter().position(|kind| kind == "tool/result").unwrap();
+    assert_eq!(
+        kinds[..=result],
         [
             "turn/start",
             "user/message",
@@ -880,8 +891,7 @@ async fn act_2_a_row_a_tool_queued_is_durable_before_its_step_ends() {
             "assistant/message",
             "tool/call",
             "tool/result",
-        ],
-        "nothing after the tool's result while its row is not durable"
+        ]
     );
     store.release_kv_writes();
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));

@@ -123,6 +123,18 @@ impl Controls {
         self.inner.read_row(session).await
     }
 
+    /// Marks a session created just now as loaded with no row (what [`Controls::load`]
+    /// would read for it, without the read): nobody can have written controls for an
+    /// id that did not exist. A session already loaded is left as it is.
+    pub fn adopt_new(&self, session: &SessionId) -> Result<(), ControlsError> {
+        let mut state = self.inner.state.write();
+        if state.closed {
+            return Err(ControlsError::ControlsClosed);
+        }
+        state.sessions.entry(session.clone()).or_default();
+        Ok(())
+    }
+
     /// Whether the session's row was read (successfully or not) since it was last
     /// unloaded.
     pub fn is_loaded(&self, session: &SessionId) -> bool {

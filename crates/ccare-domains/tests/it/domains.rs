@@ -1004,3 +1004,49 @@ async fn h_dom_4_reopen_after_restart_sees_the_durable_rows() {
         2
     );
 }
+
+/// H-DOM-3 with the store's call-order durability: a write on an idle queue is handed to
+/// the store when it is made (before any await), a write behind one in flight waits for
+/// it, and `ordered` returns once everything queued before it has been handed over —
+/// durable or not — so whatever the caller gives the store next is durable no earlier.
+#[tokio::test]
+async fn h_dom_3_ordered_waits_until_queued_writes_are_handed_to_the_store_not_durable() {
+    let store = Arc::new(FailingStore::default());
+    let domains = Domains::new(store.clone());
+    let domain = domains.open(notes_spec(1), "p").await.unwrap();
+    let notes = domain.table("notes").unwrap();
+    domain.ordered(None).await;
+
+    store.hold_kv_writes();
+    let first = notes.put("a", json!(1)).unwrap();
+    assert_eq!(
+        stored(store.inner(), "notes", "notes/a").await,
+        Some(json!(1)),
+        "an idle queue's write reaches the store at once"
+    );
+    let second = notes.put("a", json!(2)).unwrap();
+    let ordered = tokio::spawn({
+        let domain = domain.clone();
+        async move { domain.ordered(None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert!(
+        !ordered.is_finished(),
+        "the second write waits in the queue until the first is settled"
+    );
+    assert_eq!(
+        stored(store.inner(), "notes", "notes/a").await,
+        Some(json!(1))
+    );
+    assert_eq!(value(&notes, "a"), None, "nothing is acknowledged yet");
+
+    store.release_kv_writes();
+    ordered.await.unwrap();
+    assert_eq!(
+        stored(store.inner(), "notes", "notes/a").await,
+        Some(json!(2))
+    );
+    first.await.unwrap();
+    second.await.unwrap();
+    assert_eq!(value(&notes, "a"), Some(json!(2)));
+}
