@@ -361,6 +361,17 @@ impl Care {
     }
 
     /// Runs `f` on the session's state.
+    /// Drops the session's per-session state (a closed session, [`crate::closed`]);
+    /// its next use rebuilds it from the store.
+    pub(crate) fn forget_session(&self, session: &SessionId) {
+        self.sessions.lock().remove(session);
+    }
+
+    /// How many sessions this process holds per-session state for.
+    pub(crate) fn session_count(&self) -> usize {
+        self.sessions.lock().len()
+    }
+
     pub(crate) fn with_session<T>(
         &self,
         session: &SessionId,

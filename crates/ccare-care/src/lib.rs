@@ -63,6 +63,7 @@
 pub mod boundary;
 pub mod budget;
 mod care;
+mod closed;
 pub mod config;
 pub mod controls_catalog;
 mod gate;

@@ -78,6 +78,13 @@ impl ContextCare {
         self.samples.get(session)
     }
 
+    /// How many sessions the mounted plugin holds in-memory state for (controllers and
+    /// caches): the sessions this process drives or drove since they were last closed
+    /// ([`crate::closed`]); `None` until mounted.
+    pub fn sessions_in_memory(&self) -> Option<usize> {
+        Some(self.mounted.get()?.session_count())
+    }
+
     /// A fresh sample of `session` (what its next request would cost), appending
     /// nothing; `None` until this handle has been mounted.
     pub async fn report(&self, session: &Session) -> Option<Result<ContextReport, CareError>> {
@@ -247,6 +254,9 @@ impl Plugin for ContextCare {
             care: Arc::clone(&care),
         }));
         scope.idle(Arc::new(JournalFlush {
+            care: Arc::clone(&care),
+        }));
+        scope.observer(Arc::new(crate::closed::ForgetClosed {
             care: Arc::clone(&care),
         }));
         // The management routes (HR-1..3, RC-9): they live exactly while it is mounted.

@@ -106,3 +106,43 @@ async fn cc_bud_6_a6_the_terminal_error_carries_origin_budget_and_budget_kind() 
     .unwrap();
     assert_eq!(old.refusal, None);
 }
+
+/// A closed session's in-memory state (controller, price and memo caches) is dropped,
+/// so a long-running server keeps state only for the sessions it drives; the session's
+/// next use rebuilds it from the store, as a new process would.
+#[tokio::test]
+async fn a_closed_session_leaves_no_care_state_in_memory_and_comes_back_from_the_store() {
+    let rig = rig(
+        "{\"text\": \"one\"}\n{\"text\": \"two\"}",
+        json!({}),
+        None,
+        true,
+    )
+    .await;
+    assert_eq!(rig.turn("first").await, Some(TurnEndReason::Completed));
+    assert_eq!(rig.care.sessions_in_memory(), Some(1));
+
+    rig.sessions.close(rig.session.id()).await.unwrap();
+    assert_eq!(rig.care.sessions_in_memory(), Some(0));
+
+    let session = rig.sessions.open(rig.session.id()).await.unwrap();
+    let agent = ccare_agent::Agent::new(
+        std::sync::Arc::clone(&rig.host),
+        session,
+        std::sync::Arc::new(ccare_core::SystemClock),
+        ccare_agent::AgentOptions::new("s/small"),
+    );
+    assert_eq!(
+        ccare_agent::testing::turn(&agent, "second").await,
+        Some(TurnEndReason::Completed)
+    );
+    assert_eq!(rig.care.sessions_in_memory(), Some(1));
+    assert_eq!(rig.script.requests().len(), 2);
+    let requests = rig
+        .journal()
+        .await
+        .into_iter()
+        .filter(|(key, _)| key.starts_with("call_"))
+        .count();
+    assert_eq!(requests, 2, "both requests are journaled, across the close");
+}

@@ -39,7 +39,7 @@ use ccare_agent::{
 use ccare_core::strict::{self, Problem};
 use ccare_core::{ContentBlock, Event, Extra, Locale, Message, PluginSource, SessionId, Source};
 use ccare_llm::Chunk;
-use ccare_session::{Observer, ObserverError};
+use ccare_session::{Lifecycle, Observer, ObserverError};
 use parking_lot::Mutex;
 use serde_json::Value;
 
@@ -177,6 +177,17 @@ impl StreamWatchPlugin {
     }
 }
 
+impl StreamWatchPlugin {
+    /// How many sessions the mounted watch holds state for (an engine, a policy): the
+    /// sessions this process drives or drove since they were last closed.
+    pub fn sessions_in_memory(&self) -> usize {
+        self.mounted
+            .lock()
+            .as_ref()
+            .map_or(0, |watch| watch.agents.lock().len())
+    }
+}
+
 impl Plugin for StreamWatchPlugin {
     fn name(&self) -> &str {
         "stream-watch"
@@ -231,13 +242,17 @@ impl Plugin for StreamWatchPlugin {
         });
         scope.stream(Arc::new(WatchStream(Arc::clone(&watch))));
         scope.pre_step(Arc::new(WatchPreStep(Arc::clone(&watch))), false);
-        scope.tool_gate(Arc::new(tool_loop::ToolLoopGate {
+        let tool_loop = Arc::new(tool_loop::ToolLoopGate {
             config: tool_loop,
             locale: self.locale,
             controls: watch.controls.clone(),
             sessions: Mutex::new(HashMap::new()),
+        });
+        scope.tool_gate(Arc::clone(&tool_loop) as Arc<dyn ccare_agent::ToolGate>);
+        scope.observer(Arc::new(WatchHealth {
+            watch: Arc::clone(&watch),
+            tool_loop,
         }));
-        scope.observer(Arc::new(WatchHealth(Arc::clone(&watch))));
         *self.mounted.lock() = Some(watch);
         prompts::register(prompt_rules, scope)?;
         completion::mount(table.completion.as_ref(), self.locale, scope)?;
@@ -622,12 +637,25 @@ impl PreStepHook for WatchPreStep {
     }
 }
 
-/// Resets the abort count on a healthy output (SW-10).
-struct WatchHealth(Arc<Watch>);
+/// Resets the abort count on a healthy output (SW-10), and forgets a closed session:
+/// its engine, policy and tool-loop history go with it, as they would with the process
+/// (a server keeps state only for the sessions it drives).
+struct WatchHealth {
+    watch: Arc<Watch>,
+    tool_loop: Arc<tool_loop::ToolLoopGate>,
+}
 
 impl Observer for WatchHealth {
     fn name(&self) -> &str {
         "stream-watch"
+    }
+
+    fn on_lifecycle(&self, notice: &Lifecycle) -> Result<(), ObserverError> {
+        if let Lifecycle::Closed(session) = notice {
+            self.watch.agents.lock().remove(session);
+            self.tool_loop.sessions.lock().remove(session);
+        }
+        Ok(())
     }
 
     fn on_event(&self, session: &SessionId, event: &Arc<Event>) -> Result<(), ObserverError> {
@@ -641,7 +669,7 @@ impl Observer for WatchHealth {
             return Ok(());
         }
         let call = data["call_id"].as_str().unwrap_or_default();
-        let mut agents = self.0.agents.lock();
+        let mut agents = self.watch.agents.lock();
         if let Some(agent) = agents.get_mut(session)
             && !agent.aborted_calls.contains(call)
         {

@@ -650,3 +650,14 @@ async fn sw_7_an_unknown_action_is_logged_and_kept_in_the_firing_record() {
         .collect();
     assert_eq!(records, ["notice true", "unknown action nope"]);
 }
+
+/// A closed session's watch state (its engine, policy and tool-loop history) is
+/// dropped, so a long-running server keeps state only for the sessions it drives.
+#[tokio::test]
+async fn a_closed_session_leaves_no_watch_state_in_memory() {
+    let rig = rig(&[json!({"text": "a plain answer"})]).await;
+    assert_eq!(rig.turn("go").await, Some(TurnEndReason::Completed));
+    assert_eq!(rig.plugin.sessions_in_memory(), 1);
+    rig.host.sessions().close(rig.session.id()).await.unwrap();
+    assert_eq!(rig.plugin.sessions_in_memory(), 0);
+}
