@@ -9,14 +9,16 @@
 //! `$CCARE_HOME/demo-workspace`, both plugins. Only the model is scripted; the host
 //! and the script are `ccare_app::demo`'s, this module drives the turns and prints.
 
-use std::io::Write as _;
+use std::collections::{HashMap, HashSet};
+use std::io::Write;
 
 use ccare_agent::{Agent, LiveChunk};
 use ccare_app::demo::{PROMPTS, agents, host};
 use ccare_app::{Home, Settings, WhenBusy};
-use ccare_core::ContentBlock;
 use ccare_core::kinds::TurnEndReason;
+use ccare_core::{ContentBlock, ToolCallBlock};
 use ccare_llm::Chunk;
+use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::Failure;
 
@@ -25,9 +27,8 @@ async fn turn(agent: &Agent, prompt: &str) -> Result<(), Failure> {
     let mut out = std::io::stdout();
     writeln!(out, "\n> {prompt}").map_err(Failure::failed)?;
     let mut live = agent.subscribe_live();
-    let mut printer = Printer {
-        at_line_start: true,
-    };
+    let mut printer = Printer::default();
+    let first = agent.session().head();
     agent.prompt(prompt);
     let idle = agent.when_idle();
     tokio::pin!(idle);
@@ -35,9 +36,16 @@ async fn turn(agent: &Agent, prompt: &str) -> Result<(), Failure> {
         tokio::select! {
             biased;
             received = live.recv() => {
-                if let Ok(chunk) = received
-                    && let Err(error) = printer.show(&chunk)
-                {
+                let shown = match received {
+                    Ok(chunk) => printer.show(&chunk, &mut std::io::stdout().lock()),
+                    // Chunks were dropped: the rest comes from the log (`catch_up`).
+                    Err(RecvError::Lagged(_)) => {
+                        printer.lagged = true;
+                        Ok(())
+                    }
+                    Err(RecvError::Closed) => Ok(()),
+                };
+                if let Err(error) = shown {
                     // Nobody reads the demo any more (`ccare demo | head`): end the
                     // turn cleanly in the log, then stop quietly.
                     agent.cancel(ccare_agent::CancelCause::User, false).await;
@@ -48,8 +56,20 @@ async fn turn(agent: &Agent, prompt: &str) -> Result<(), Failure> {
             reason = &mut idle => break reason,
         }
     };
-    while let Ok(chunk) = live.try_recv() {
-        printer.show(&chunk).map_err(Failure::failed)?;
+    loop {
+        match live.try_recv() {
+            Ok(chunk) => printer
+                .show(&chunk, &mut std::io::stdout().lock())
+                .map_err(Failure::failed)?,
+            Err(TryRecvError::Lagged(_)) => printer.lagged = true,
+            Err(_) => break,
+        }
+    }
+    if printer.lagged {
+        let answers = logged_answers(agent.session(), first);
+        printer
+            .catch_up(&answers, &mut std::io::stdout().lock())
+            .map_err(Failure::failed)?;
     }
     if !printer.at_line_start {
         writeln!(out).map_err(Failure::failed)?;
@@ -62,30 +82,104 @@ async fn turn(agent: &Agent, prompt: &str) -> Result<(), Failure> {
     }
 }
 
-/// Streams answer text and puts each tool call on a line of its own.
+/// An answer of the turn as the log holds it: its text and its tool calls.
+#[derive(Debug, Clone, PartialEq)]
+struct LoggedAnswer {
+    call_id: String,
+    text: String,
+    tool_calls: Vec<ToolCallBlock>,
+}
+
+/// The assistant messages logged from seq `first` on.
+fn logged_answers(session: &ccare_session::Session, first: u64) -> Vec<LoggedAnswer> {
+    session.with_log(|log| {
+        log.events()
+            .iter()
+            .filter(|event| event.seq() >= first)
+            .filter(|event| event.kind() == ccare_core::kinds::ASSISTANT_MESSAGE)
+            .filter_map(|event| event.decode::<ccare_core::kinds::AssistantMessage>().ok())
+            .map(|answer| LoggedAnswer {
+                text: answer.message.joined_text(""),
+                tool_calls: answer.message.tool_calls().cloned().collect(),
+                call_id: answer.call_id,
+            })
+            .collect()
+    })
+}
+
+/// Streams answer text and puts each tool call on a line of its own. When it falls
+/// behind the live channel (`lagged`: chunks were dropped), it stops printing chunks
+/// and prints the rest of the turn from the log once the turn is over, so no word and
+/// no tool line is missing or printed twice.
 struct Printer {
     at_line_start: bool,
+    /// Set once a chunk was lost.
+    lagged: bool,
+    /// The text bytes printed of each provider call, before the lag.
+    printed: HashMap<String, usize>,
+    /// The tool calls printed, before the lag.
+    shown_calls: HashSet<String>,
+}
+
+impl Default for Printer {
+    fn default() -> Self {
+        Self {
+            at_line_start: true,
+            lagged: false,
+            printed: HashMap::new(),
+            shown_calls: HashSet::new(),
+        }
+    }
 }
 
 impl Printer {
-    fn show(&mut self, live: &LiveChunk) -> std::io::Result<()> {
-        let mut out = std::io::stdout().lock();
+    fn show(&mut self, live: &LiveChunk, out: &mut impl Write) -> std::io::Result<()> {
+        if self.lagged {
+            return Ok(());
+        }
         match &live.chunk {
             Chunk::TextDelta { text, .. } => {
-                out.write_all(text.as_bytes())?;
-                self.at_line_start = text.ends_with('\n');
+                self.text(text, out)?;
+                *self.printed.entry(live.call_id.clone()).or_default() += text.len();
             }
             Chunk::BlockEnd {
                 block: ContentBlock::ToolCall(call),
                 ..
-            } => {
-                if !self.at_line_start {
-                    writeln!(out)?;
-                }
-                writeln!(out, "  → {} {}", call.name, call.arguments)?;
-                self.at_line_start = true;
-            }
+            } => self.tool_call(call, out)?,
             _ => {}
+        }
+        out.flush()
+    }
+
+    fn text(&mut self, text: &str, out: &mut impl Write) -> std::io::Result<()> {
+        if text.is_empty() {
+            return Ok(());
+        }
+        out.write_all(text.as_bytes())?;
+        self.at_line_start = text.ends_with('\n');
+        Ok(())
+    }
+
+    fn tool_call(&mut self, call: &ToolCallBlock, out: &mut impl Write) -> std::io::Result<()> {
+        if !self.shown_calls.insert(call.id.clone()) {
+            return Ok(());
+        }
+        if !self.at_line_start {
+            writeln!(out)?;
+        }
+        writeln!(out, "  → {} {}", call.name, call.arguments)?;
+        self.at_line_start = true;
+        Ok(())
+    }
+
+    /// After a lag: what the chunks did not print of each answer, from the log.
+    fn catch_up(&mut self, answers: &[LoggedAnswer], out: &mut impl Write) -> std::io::Result<()> {
+        for answer in answers {
+            let printed = self.printed.get(&answer.call_id).copied().unwrap_or(0);
+            self.text(answer.text.get(printed..).unwrap_or_default(), out)?;
+            for call in &answer.tool_calls {
+                self.tool_call(call, out)?;
+            }
         }
         out.flush()
     }
@@ -177,4 +271,88 @@ pub(crate) async fn run(settings: &Settings, home: &Home) -> Result<(), Failure>
     ).map_err(Failure::failed)?;
     agents.stop(second).await?;
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn delta(call: &str, text: &str) -> LiveChunk {
+        LiveChunk {
+            turn: 1,
+            step: 1,
+            call_id: call.to_owned(),
+            chunk: Chunk::TextDelta {
+                index: 0,
+                text: text.to_owned(),
+            },
+            after_seq: 0,
+        }
+    }
+
+    fn tool_call(id: &str) -> ToolCallBlock {
+        ToolCallBlock {
+            id: id.to_owned(),
+            name: "write_file".to_owned(),
+            arguments: serde_json::json!({"path": "notes.md"}),
+            raw_arguments: None,
+            extra: ccare_core::Extra::new(),
+        }
+    }
+
+    fn call_end(call: &str, id: &str) -> LiveChunk {
+        LiveChunk {
+            chunk: Chunk::BlockEnd {
+                index: 1,
+                block: ContentBlock::ToolCall(tool_call(id)),
+            },
+            ..delta(call, "")
+        }
+    }
+
+    /// A demo printer that fell behind the live channel prints, once the turn is over,
+    /// what its chunks did not, from the log: every word and every tool line, once.
+    #[test]
+    fn a_lagged_demo_printer_catches_up_from_the_log_without_gaps_or_repeats() {
+        let mut out = Vec::new();
+        let mut printer = Printer::default();
+        printer
+            .show(&delta("a", "I will write "), &mut out)
+            .unwrap();
+        printer.lagged = true;
+        printer.show(&delta("a", "it now."), &mut out).unwrap();
+        printer.show(&call_end("a", "t1"), &mut out).unwrap();
+        let answers = [
+            LoggedAnswer {
+                call_id: "a".to_owned(),
+                text: "I will write it now.".to_owned(),
+                tool_calls: vec![tool_call("t1")],
+            },
+            LoggedAnswer {
+                call_id: "b".to_owned(),
+                text: "Done.".to_owned(),
+                tool_calls: Vec::new(),
+            },
+        ];
+        printer.catch_up(&answers, &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "I will write it now.\n  → write_file {\"path\":\"notes.md\"}\nDone."
+        );
+    }
+
+    /// Without a lag, the chunks are the output and nothing is printed twice.
+    #[test]
+    fn a_demo_printer_that_kept_up_prints_each_tool_line_once() {
+        let mut out = Vec::new();
+        let mut printer = Printer::default();
+        printer.show(&delta("a", "Writing."), &mut out).unwrap();
+        printer.show(&call_end("a", "t1"), &mut out).unwrap();
+        printer.show(&call_end("a", "t1"), &mut out).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "Writing.\n  → write_file {\"path\":\"notes.md\"}\n"
+        );
+    }
 }
