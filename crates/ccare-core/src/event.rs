@@ -7,13 +7,15 @@
 //! unknown fields (in the envelope or in `data`) survive every round trip.
 
 use std::borrow::Cow;
+use std::io::Write as _;
 use std::ops::Range;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::ser::{CompactFormatter, Formatter};
 use serde_json::value::RawValue;
 
-use crate::json::{JsonObject, NonLosslessJson, check_text, check_value};
+use crate::json::{JsonObject, MAX_SAFE_INTEGER, NonLosslessJson, check_text, check_value};
 
 /// How an event affects the surface (the ordered list of live seqs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -197,7 +199,22 @@ struct EnvelopeRef<'a> {
 
 impl Event {
     /// Builds the committed form of `draft` at `seq` and `time_ms`, checking H-LOG-2.
+    ///
+    /// The envelope is written in one buffer, `data` straight into it by serde with a
+    /// formatter that notes any number H-LOG-2 forbids as it goes; only then is the
+    /// value walked again, to report the violation with its pointer.
     pub fn encode(seq: u64, time_ms: i64, draft: EventDraft) -> Result<Self, EventError> {
+        Self::encode_keeping_data(seq, time_ms, draft).map(|(event, _)| event)
+    }
+
+    /// [`Event::encode`], handing the draft's `data` back beside the event: a caller
+    /// that decodes the payload next can take its strings from the object instead of
+    /// parsing the text just written.
+    pub fn encode_keeping_data(
+        seq: u64,
+        time_ms: i64,
+        draft: EventDraft,
+    ) -> Result<(Self, JsonObject), EventError> {
         let EventDraft {
             kind,
             data,
@@ -205,42 +222,57 @@ impl Event {
             surface,
             source_event_seqs,
         } = draft;
-        let data = serde_json::Value::Object(data);
-        check_value(&data).map_err(|error| EventError::NonLossless {
-            kind: kind.clone(),
-            error: error.under("/data"),
-        })?;
         let encode_error = |error: serde_json::Error| EventError::Encode {
             kind: kind.clone(),
             message: error.to_string(),
         };
-        let kind_json = serde_json::to_string(&kind).map_err(encode_error)?;
-        let data_json = serde_json::to_string(&data).map_err(encode_error)?;
-        let mut raw = String::with_capacity(64 + kind_json.len() + data_json.len());
-        raw.push_str("{\"seq\":");
-        raw.push_str(&seq.to_string());
-        raw.push_str(",\"time_ms\":");
-        raw.push_str(&time_ms.to_string());
-        raw.push_str(",\"type\":");
-        raw.push_str(&kind_json);
-        raw.push_str(",\"data\":");
+        let data = serde_json::Value::Object(data);
+        let mut raw: Vec<u8> = Vec::with_capacity(256 + kind.len());
+        write!(raw, "{{\"seq\":{seq},\"time_ms\":{time_ms},\"type\":").map_err(|error| {
+            EventError::Encode {
+                kind: kind.clone(),
+                message: error.to_string(),
+            }
+        })?;
+        serde_json::to_writer(&mut raw, &kind).map_err(encode_error)?;
+        raw.extend_from_slice(b",\"data\":");
         let data_start = raw.len();
-        raw.push_str(&data_json);
+        let mut formatter = CheckingFormatter { lossless: true };
+        {
+            let mut serializer = serde_json::Serializer::with_formatter(&mut raw, &mut formatter);
+            data.serialize(&mut serializer).map_err(encode_error)?;
+        }
+        if !formatter.lossless {
+            check_value(&data).map_err(|error| EventError::NonLossless {
+                kind: kind.clone(),
+                error: error.under("/data"),
+            })?;
+        }
         let data_end = raw.len();
         if ignorable {
-            raw.push_str(",\"ignorable\":true");
+            raw.extend_from_slice(b",\"ignorable\":true");
         }
         if let Some(surface) = &surface {
-            raw.push_str(",\"surface\":");
-            raw.push_str(&serde_json::to_string(surface).map_err(encode_error)?);
+            raw.extend_from_slice(b",\"surface\":");
+            serde_json::to_writer(&mut raw, surface).map_err(encode_error)?;
         }
         if !source_event_seqs.is_empty() {
-            raw.push_str(",\"source_event_seqs\":");
-            raw.push_str(&serde_json::to_string(&source_event_seqs).map_err(encode_error)?);
+            raw.extend_from_slice(b",\"source_event_seqs\":");
+            serde_json::to_writer(&mut raw, &source_event_seqs).map_err(encode_error)?;
         }
-        raw.push('}');
+        raw.push(b'}');
+        let raw = String::from_utf8(raw).map_err(|error| EventError::Encode {
+            kind: kind.clone(),
+            message: error.to_string(),
+        })?;
         let data_range = to_range(data_start, data_end, raw.len())?;
-        Ok(Self {
+        let serde_json::Value::Object(data) = data else {
+            return Err(EventError::DataNotObject {
+                kind,
+                found: json_kind(&data),
+            });
+        };
+        let event = Self {
             seq,
             time_ms,
             kind: kind.into_boxed_str(),
@@ -249,7 +281,8 @@ impl Event {
             source_event_seqs: source_event_seqs.into_boxed_slice(),
             raw: raw.into_boxed_str(),
             data_range,
-        })
+        };
+        Ok((event, data))
     }
 
     /// Parses a stored or imported envelope line, keeping its bytes verbatim.
@@ -369,6 +402,88 @@ impl Event {
     }
 }
 
+/// Compact JSON output that notes whether every number it wrote obeys H-LOG-2 (finite,
+/// never `-0`, integers within ±(2^53−1)). A `Value` writes only 64-bit integers and
+/// finite doubles; anything else (a number kept as text) also clears the note, and
+/// the value is then checked by walking it.
+struct CheckingFormatter {
+    lossless: bool,
+}
+
+impl Formatter for &mut CheckingFormatter {
+    fn write_i64<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        value: i64,
+    ) -> std::io::Result<()> {
+        self.lossless &= value.unsigned_abs() <= MAX_SAFE_INTEGER;
+        CompactFormatter.write_i64(writer, value)
+    }
+
+    fn write_u64<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        value: u64,
+    ) -> std::io::Result<()> {
+        self.lossless &= value <= MAX_SAFE_INTEGER;
+        CompactFormatter.write_u64(writer, value)
+    }
+
+    fn write_i128<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        value: i128,
+    ) -> std::io::Result<()> {
+        self.lossless = false;
+        CompactFormatter.write_i128(writer, value)
+    }
+
+    fn write_u128<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        value: u128,
+    ) -> std::io::Result<()> {
+        self.lossless = false;
+        CompactFormatter.write_u128(writer, value)
+    }
+
+    fn write_f32<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        value: f32,
+    ) -> std::io::Result<()> {
+        self.lossless = false;
+        CompactFormatter.write_f32(writer, value)
+    }
+
+    fn write_f64<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        value: f64,
+    ) -> std::io::Result<()> {
+        self.lossless &= value.is_finite() && !(value == 0.0 && value.is_sign_negative());
+        CompactFormatter.write_f64(writer, value)
+    }
+
+    fn write_number_str<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        value: &str,
+    ) -> std::io::Result<()> {
+        self.lossless = false;
+        CompactFormatter.write_number_str(writer, value)
+    }
+
+    fn write_raw_fragment<W: ?Sized + std::io::Write>(
+        &mut self,
+        writer: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        self.lossless = false;
+        CompactFormatter.write_raw_fragment(writer, fragment)
+    }
+}
+
 fn to_range(start: usize, end: usize, total: usize) -> Result<Range<u32>, EventError> {
     let too_large = || EventError::TooLarge(total);
     let start = u32::try_from(start).map_err(|_| too_large())?;
@@ -445,6 +560,39 @@ mod tests {
         assert!(
             matches!(&error, Some(EventError::NonLossless { error, .. }) if error.pointer == "/data/x/0"),
             "{error:?}"
+        );
+    }
+
+    #[test]
+    fn h_log_2_encode_rejects_unsafe_integers_and_keeps_safe_ones() {
+        let unsafe_positive = EventDraft::new(
+            "a/b",
+            object(json!({"n": {"m": 9_007_199_254_740_992_u64}})),
+        );
+        let error = Event::encode(0, 0, unsafe_positive).err();
+        assert!(
+            matches!(&error, Some(EventError::NonLossless { error, .. }) if error.pointer == "/data/n/m"),
+            "{error:?}"
+        );
+        let unsafe_negative =
+            EventDraft::new("a/b", object(json!({"n": [0, -9_007_199_254_740_992_i64]})));
+        let error = Event::encode(0, 0, unsafe_negative).err();
+        assert!(
+            matches!(&error, Some(EventError::NonLossless { error, .. }) if error.pointer == "/data/n/1"),
+            "{error:?}"
+        );
+        let data = object(
+            json!({"max": 9_007_199_254_740_991_u64, "min": -9_007_199_254_740_991_i64, "f": 0.5}),
+        );
+        let kept = Event::encode_keeping_data(0, 0, EventDraft::new("a/b", data.clone()));
+        assert_eq!(
+            kept.as_ref()
+                .map(|(event, data)| (event.data_json(), data))
+                .ok(),
+            Some((
+                r#"{"max":9007199254740991,"min":-9007199254740991,"f":0.5}"#,
+                &data
+            ))
         );
     }
 

@@ -4,6 +4,8 @@
 //!   every 500 events (group commit: the writer commits whatever has queued, and each
 //!   flush waits until everything before it is durable), the same durability points as
 //!   `raw_sqlite_20k`'s transactions; divide 20,000 by the time for events/s.
+//! - `durable_append_20k_prebuilt`: the same appends with the drafts built beforehand,
+//!   as the raw baseline's envelopes are (the append path's own cost).
 //! - `durable_append_20k_flush_100`: the same, flushed every 100 events (five times
 //!   the durability points of the raw baseline; the figure earlier issues quoted).
 //! - `raw_sqlite_20k`: the baseline in the same run: the same 20,000 envelopes (their
@@ -14,6 +16,8 @@
 //! - `raw_sqlite_single`: the baseline: one row inserted and committed (one fsync) with
 //!   plain `rusqlite`. Target: `single_durable_append / raw_sqlite_single <= 1.3`.
 //! - `open_100k`: load a 100,000-event session and derive its model view.
+//! - `open_100k_read` / `open_100k_replay`: its two halves apart: reading the 100,000
+//!   stored rows from SQLite, and replaying rows already read into a log with its view.
 //! - `append_at_1k` / `append_at_100k`: one in-memory append to an open session of that size.
 //!
 //! Memory of an open session is measured by the `memory` bench (exact heap bytes).
@@ -105,6 +109,30 @@ fn durable_append(bencher: divan::Bencher, every: u64) {
 #[divan::bench(sample_count = 5, sample_size = 1)]
 fn durable_append_20k(bencher: divan::Bencher) {
     durable_append(bencher, 500);
+}
+
+/// `durable_append_20k` with the 20,000 drafts built before the timed section, as
+/// `raw_sqlite_20k`'s envelopes are: what the append path itself costs (encode,
+/// checks, memory, store), without the caller's serialising of its payloads.
+#[divan::bench(sample_count = 5, sample_size = 1)]
+fn durable_append_20k_prebuilt(bencher: divan::Bencher) {
+    bencher
+        .with_inputs(|| {
+            let drafts: Vec<EventDraft> = (0..20_000).map(realistic).collect();
+            (session_with(0), drafts)
+        })
+        .bench_local_values(|((dir, sessions, session), drafts)| {
+            runtime().block_on(async {
+                for (index, draft) in drafts.into_iter().enumerate() {
+                    session.append(draft).unwrap();
+                    if index % 500 == 499 {
+                        session.flush().await.unwrap();
+                    }
+                }
+                session.flush().await.unwrap();
+            });
+            (dir, sessions)
+        });
 }
 
 #[divan::bench(sample_count = 5, sample_size = 1)]
@@ -218,6 +246,45 @@ fn open_100k(bencher: divan::Bencher) {
         // freeing 100k events is not.
         log
     });
+}
+
+#[divan::bench(sample_count = 5, sample_size = 1)]
+fn open_100k_read(bencher: divan::Bencher) {
+    let (_dir, sessions, session) = session_with(100_000);
+    let id = session.id().clone();
+    runtime().block_on(sessions.close(&id)).unwrap();
+    let store = sessions.store().clone();
+    bencher.bench_local(|| {
+        runtime()
+            .block_on(store.read(&id, ccare_store::ReadRange::all()))
+            .unwrap()
+    });
+}
+
+#[divan::bench(sample_count = 5, sample_size = 1)]
+fn open_100k_replay(bencher: divan::Bencher) {
+    let (_dir, sessions, session) = session_with(100_000);
+    let id = session.id().clone();
+    runtime().block_on(sessions.close(&id)).unwrap();
+    let rows = runtime()
+        .block_on(sessions.store().read(&id, ccare_store::ReadRange::all()))
+        .unwrap();
+    let registry = Registry::with_host_defaults();
+    let policy = LoadPolicy::default();
+    bencher
+        .with_inputs(|| rows.clone())
+        .bench_local_values(|rows| {
+            let replayed = replay(
+                &id,
+                rows.into_iter().map(|row| row.json),
+                &registry,
+                &policy,
+            )
+            .unwrap();
+            let mut log = replayed.log;
+            divan::black_box(log.derived_view().messages.len());
+            log
+        });
 }
 
 fn append_at(bencher: divan::Bencher, size: u64) {

@@ -26,6 +26,7 @@ mod error;
 pub mod jsonl;
 mod log;
 mod observe;
+mod one_pass;
 mod projection;
 mod registry;
 mod repair;

@@ -9,9 +9,9 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use ccare_core::{Event, SessionId, SurfaceOp};
+use ccare_core::{Event, EventError, JsonObject, SessionId, SurfaceOp};
 
-use crate::decode::{Decoded, decode};
+use crate::decode::{Decoded, decode, decode_object};
 use crate::error::AppendError;
 use crate::registry::Registry;
 use crate::state::LogState;
@@ -172,6 +172,34 @@ impl SessionLog {
     /// Checks `event` (already encoded at `seq = head`) against the type registry, its
     /// payload shape and the surface rules.
     pub fn prepare(&self, event: Event, registry: &Registry) -> Result<Candidate, AppendError> {
+        self.prepare_decoded(event, None, registry)
+    }
+
+    /// [`SessionLog::prepare`] for an event just encoded from a draft whose `data` was
+    /// handed back ([`Event::encode_keeping_data`]): a message is decoded from that
+    /// object instead of the text, with the same result and the same errors.
+    pub(crate) fn prepare_encoded(
+        &self,
+        event: Event,
+        data: JsonObject,
+        registry: &Registry,
+    ) -> Result<Candidate, AppendError> {
+        let decoded = registry
+            .event_type(event.kind())
+            .and_then(|_| decode_object(event.kind(), data))
+            .map(Ok);
+        self.prepare_decoded(event, decoded, registry)
+    }
+
+    /// [`SessionLog::prepare`] with the payload perhaps decoded already (a replay
+    /// decodes on another thread; `None` decodes here): the same checks in the same
+    /// order, so the same outcome.
+    pub(crate) fn prepare_decoded(
+        &self,
+        event: Event,
+        decoded: Option<Result<Decoded, EventError>>,
+        registry: &Registry,
+    ) -> Result<Candidate, AppendError> {
         let seq = event.seq();
         let Some(spec) = registry.event_type(event.kind()) else {
             if event.is_ignorable() {
@@ -186,7 +214,8 @@ impl SessionLog {
                 kind: event.kind().to_owned(),
             });
         };
-        let decoded = decode(&event).map_err(|error| AppendError::InvalidData {
+        let decoded = decoded.unwrap_or_else(|| decode(&event));
+        let decoded = decoded.map_err(|error| AppendError::InvalidData {
             session: self.id.clone(),
             kind: event.kind().to_owned(),
             message: error.to_string(),

@@ -247,8 +247,8 @@ impl Session {
                 });
             }
             let seq = shared.log.head();
-            let event =
-                Event::encode(seq, inner.clock.now_ms(), draft).map_err(|error| match error {
+            let (event, data) = Event::encode_keeping_data(seq, inner.clock.now_ms(), draft)
+                .map_err(|error| match error {
                     ccare_core::EventError::NonLossless { error, .. } => AppendError::NonLossless {
                         session: session(),
                         error,
@@ -266,7 +266,7 @@ impl Session {
                     kind: event.kind().to_owned(),
                 });
             }
-            let candidate = shared.log.prepare(event, &inner.registry)?;
+            let candidate = shared.log.prepare_encoded(event, data, &inner.registry)?;
             {
                 let _dispatch = DispatchGuard::enter(inner.instance);
                 for validator in inner.registry.validators() {
@@ -284,7 +284,7 @@ impl Session {
             let event = shared.log.apply(candidate);
             let row = StoredEvent {
                 seq,
-                json: event.raw_json().into(),
+                json: event.clone().into(),
             };
             match inner.durability {
                 Durability::Group => {

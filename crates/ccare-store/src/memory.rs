@@ -39,6 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use ccare_core::SessionId;
 
 use crate::checks::{check_kv, check_seqs, preview};
+use crate::envelope::EnvelopeJson;
 use crate::error::StoreError;
 use crate::failures::{Failed, Failures};
 use crate::lease::{Lease, LeaseClaim, check_claim, check_holder, may_take};
@@ -83,7 +84,7 @@ struct StoredSession {
     record: SessionRecord,
     created_order: u64,
     /// Event bodies; index = seq.
-    events: Vec<Box<str>>,
+    events: Vec<EnvelopeJson>,
 }
 
 impl MemoryStore {

@@ -5,6 +5,7 @@ use std::pin::Pin;
 
 use ccare_core::SessionId;
 
+use crate::envelope::EnvelopeJson;
 use crate::error::StoreError;
 use crate::lease::{Lease, LeaseClaim};
 
@@ -24,8 +25,9 @@ pub type Incarnation = String;
 pub struct StoredEvent {
     /// The event's seq (its index in the session).
     pub seq: u64,
-    /// The envelope's compact JSON, stored and returned byte for byte.
-    pub json: Box<str>,
+    /// The envelope's compact JSON, stored and returned byte for byte (an append
+    /// shares it with the session's log instead of copying it).
+    pub json: EnvelopeJson,
 }
 
 /// What `create_session` records.

@@ -7,4 +7,5 @@ mod awaiting;
 mod crash;
 mod engine;
 mod fence;
+mod long;
 mod prop;
