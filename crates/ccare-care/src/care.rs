@@ -360,7 +360,6 @@ impl Care {
         Ok(controller)
     }
 
-    /// Runs `f` on the session's state.
     /// Drops the session's per-session state (a closed session, [`crate::closed`]);
     /// its next use rebuilds it from the store.
     pub(crate) fn forget_session(&self, session: &SessionId) {
@@ -372,6 +371,7 @@ impl Care {
         self.sessions.lock().len()
     }
 
+    /// Runs `f` on the session's state.
     pub(crate) fn with_session<T>(
         &self,
         session: &SessionId,
