@@ -10,7 +10,9 @@
 //!    takes any other bearer as the client's own API key: GW-1); a
 //!    cookie-authenticated unsafe method also needs `Origin` or
 //!    `Sec-Fetch-Site: same-origin` → 403 `origin-rejected`;
-//! 5. the body, read up to 1 MiB and never more → 413 `request-too-large`;
+//! 5. the body, read up to 1 MiB and never kept past it → 413 `request-too-large` (the
+//!    rest of an oversized body, up to 16 MiB within 5 s, is read and dropped first,
+//!    so the client reads the answer instead of a broken pipe);
 //! 6. a non-empty body of an unsafe method must be `application/json` → 415
 //!    `json-required` (an empty body needs no media type: `POST .../cancel`);
 //! 7. the handler, on its own task (a panic is a 500 `internal`, and a client that
@@ -37,6 +39,13 @@ use super::table::{Matched, Table};
 
 /// The largest request body (H-HTTP-1, API-5).
 pub const BODY_LIMIT: usize = 1024 * 1024;
+
+/// How much of a refused, oversized body is read and thrown away before the 413 goes
+/// out, and for how long at most: a client still writing its body when the server
+/// closes gets a broken pipe instead of the answer, so a body of a plausible size is
+/// drained first (the connection still closes after the answer).
+const REFUSED_DRAIN_LIMIT: usize = 16 * 1024 * 1024;
+const REFUSED_DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What the pipeline needs, shared by every request.
 #[derive(Debug)]
@@ -104,10 +113,13 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, RouteRepl
         .get(CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
+    let mut stream = body.into_data_stream();
     if declared.is_some_and(|length| length > BODY_LIMIT as u64) {
+        if declared.is_some_and(|length| length <= REFUSED_DRAIN_LIMIT as u64) {
+            drain(&mut stream, 0).await;
+        }
         return Err(too_large());
     }
-    let mut stream = body.into_data_stream();
     let mut bytes = Vec::new();
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|error| {
@@ -118,11 +130,29 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, RouteRepl
             )
         })?;
         if bytes.len() + chunk.len() > BODY_LIMIT {
+            drain(&mut stream, bytes.len() + chunk.len()).await;
             return Err(too_large());
         }
         bytes.extend_from_slice(&chunk);
     }
     Ok(bytes)
+}
+
+/// Reads and drops the rest of a refused body, `seen` bytes of it read already, until
+/// it ends, passes [`REFUSED_DRAIN_LIMIT`] or [`REFUSED_DRAIN_TIME`] runs out.
+async fn drain(
+    stream: &mut (impl futures_util::Stream<Item = Result<axum::body::Bytes, axum::Error>> + Unpin),
+    mut seen: usize,
+) {
+    let reading = async {
+        while seen <= REFUSED_DRAIN_LIMIT {
+            match stream.next().await {
+                Some(Ok(chunk)) => seen += chunk.len(),
+                Some(Err(_)) | None => return,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(REFUSED_DRAIN_TIME, reading).await;
 }
 
 impl Pipeline {
