@@ -422,13 +422,15 @@ impl Actor {
         }
     }
 
-    /// Flushes and closes the session, then releases the lease (even when the flush
+    /// Flushes and closes the session, forgets its rule controls in memory (the next
+    /// start or reader loads them again), then releases the lease (even when the flush
     /// failed: nothing more will be written); the first failure is returned.
     async fn shut_down(self, host: &Host) -> Result<(), AppError> {
         let id = self.agent.session().id().clone();
         let flushed = self.agent.session().flush().await;
         let closed = host.sessions().close(&id).await;
         drop(self.agent);
+        host.controls().unload(&id);
         let released = self.lease.release().await;
         tracing::debug!(session = %id, "session actor stopped");
         flushed.map_err(|error| AppError::Session(error.into()))?;

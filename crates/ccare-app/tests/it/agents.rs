@@ -124,10 +124,15 @@ async fn act_1_stop_with_the_last_handle_flushes_and_releases_the_lease() {
     assert!(agents.is_running(&id).await);
     assert!(lease_of(&agents, &id).await.is_some());
 
+    assert!(agents.host().controls().is_loaded(&id));
     agents.stop(second).await.unwrap();
     assert!(!agents.is_running(&id).await);
     assert_eq!(lease_of(&agents, &id).await, None);
     assert_eq!(stored_types(&agents, &id).await.len() as u64, head);
+    assert!(
+        !agents.host().controls().is_loaded(&id),
+        "a stopped actor's controls leave memory"
+    );
 }
 
 /// ACT-1: an actor nobody uses stops after `actor_idle_ms` (lease released) and
