@@ -1483,34 +1483,35 @@ impl DomainInner {
 
     /// Waits until the writes queued so far in `partition`'s scope are settled.
     async fn wait(&self, partition: Option<&str>) {
-        let waits: Vec<(watch::Receiver<u64>, u64)> = self
-            .state
-            .lock()
-            .queues
-            .iter()
-            .filter(|(queue, _)| queue.in_scope(partition))
-            .map(|(_, queue)| (queue.settled.subscribe(), queue.queued))
-            .collect();
-        for (mut settled, target) in waits {
-            // An error means the worker is gone, hence done.
-            let _reached = settled.wait_for(|count| *count >= target).await.is_ok();
-        }
+        self.wait_each(partition, |queue| (queue.settled.subscribe(), queue.queued))
+            .await;
     }
 
     /// Waits until every write queued before the call in `partition`'s scope has been
     /// handed to the store (not necessarily settled).
     async fn wait_issued(&self, partition: Option<&str>) {
+        self.wait_each(partition, |queue| (queue.issued.subscribe(), queue.last_op))
+            .await;
+    }
+
+    /// Waits until each queue in `partition`'s scope has its counter, as `watched`
+    /// picks it (with the target read now), at or past that target.
+    async fn wait_each(
+        &self,
+        partition: Option<&str>,
+        watched: impl Fn(&Queue) -> (watch::Receiver<u64>, u64),
+    ) {
         let waits: Vec<(watch::Receiver<u64>, u64)> = self
             .state
             .lock()
             .queues
             .iter()
             .filter(|(queue, _)| queue.in_scope(partition))
-            .map(|(_, queue)| (queue.issued.subscribe(), queue.last_op))
+            .map(|(_, queue)| watched(queue))
             .collect();
-        for (mut issued, target) in waits {
+        for (mut counter, target) in waits {
             // An error means the worker is gone, hence done.
-            let _reached = issued.wait_for(|last| *last >= target).await.is_ok();
+            let _reached = counter.wait_for(|value| *value >= target).await.is_ok();
         }
     }
 

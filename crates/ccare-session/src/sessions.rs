@@ -124,14 +124,7 @@ impl Sessions {
             &self.registry,
             &self.config.load,
         )?;
-        let session = Session::from_log(
-            header,
-            log,
-            self.store.clone(),
-            self.clock.clone(),
-            self.registry.clone(),
-            self.config.durability,
-        );
+        let session = self.attach(header, log);
         let mut live = self.live.lock();
         Ok(live.entry(id).or_insert(session).clone())
     }
@@ -172,6 +165,18 @@ impl Sessions {
         })
     }
 
+    /// A session over `log`, on this engine's store, clock, registry and durability.
+    fn attach(&self, header: SessionHeader, log: SessionLog) -> Session {
+        Session::from_log(
+            header,
+            log,
+            self.store.clone(),
+            self.clock.clone(),
+            self.registry.clone(),
+            self.config.durability,
+        )
+    }
+
     fn live_session(&self, id: &SessionId) -> Option<Session> {
         self.live.lock().get(id).cloned()
     }
@@ -197,14 +202,7 @@ impl Sessions {
                 error,
             })
         })?;
-        let session = Session::from_log(
-            header,
-            log,
-            self.store.clone(),
-            self.clock.clone(),
-            self.registry.clone(),
-            self.config.durability,
-        );
+        let session = self.attach(header, log);
         if !repairs.is_empty() {
             for draft in repairs {
                 session.append(draft)?;

@@ -170,7 +170,16 @@ impl<S: Store> FailingStore<S> {
 
     /// `ticket`, held until release when a held KV write was made before it.
     fn in_call_order<T: Send + 'static>(&self, ticket: Ticket<T>) -> Ticket<T> {
-        if !*self.held.borrow() || !self.backlog.load(Ordering::SeqCst) {
+        if !self.backlog.load(Ordering::SeqCst) {
+            return ticket;
+        }
+        self.until_released(ticket)
+    }
+
+    /// `ticket`, resolving only once writes are released (at once when they are not
+    /// held).
+    fn until_released<T: Send + 'static>(&self, ticket: Ticket<T>) -> Ticket<T> {
+        if !*self.held.borrow() {
             return ticket;
         }
         let mut held = self.held.subscribe();
@@ -258,16 +267,10 @@ impl<S: Store> Store for FailingStore<S> {
             return failed(error);
         }
         let ticket = self.inner.kv_cas(domain, key, expected_version, value);
-        if !*self.held.borrow() {
-            return ticket;
+        if *self.held.borrow() {
+            self.backlog.store(true, Ordering::SeqCst);
         }
-        self.backlog.store(true, Ordering::SeqCst);
-        let mut held = self.held.subscribe();
-        Box::pin(async move {
-            // A closed channel (the store is gone) releases the ticket too.
-            let _ = held.wait_for(|held| !*held).await;
-            ticket.await
-        })
+        self.until_released(ticket)
     }
 
     fn flush(&self) -> Ticket<()> {

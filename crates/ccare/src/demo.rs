@@ -21,6 +21,7 @@ use ccare_llm::Chunk;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use crate::Failure;
+use crate::run_cmd::{Answer, answers_since};
 
 /// Runs one turn, printing the streamed answer and one line per tool call.
 async fn turn(agent: &Agent, prompt: &str) -> Result<(), Failure> {
@@ -66,7 +67,7 @@ async fn turn(agent: &Agent, prompt: &str) -> Result<(), Failure> {
         }
     }
     if printer.lagged {
-        let answers = logged_answers(agent.session(), first);
+        let answers = answers_since(agent.session(), first);
         printer
             .catch_up(&answers, &mut std::io::stdout().lock())
             .map_err(Failure::failed)?;
@@ -80,31 +81,6 @@ async fn turn(agent: &Agent, prompt: &str) -> Result<(), Failure> {
             "the demo turn ended {other:?}"
         ))),
     }
-}
-
-/// An answer of the turn as the log holds it: its text and its tool calls.
-#[derive(Debug, Clone, PartialEq)]
-struct LoggedAnswer {
-    call_id: String,
-    text: String,
-    tool_calls: Vec<ToolCallBlock>,
-}
-
-/// The assistant messages logged from seq `first` on.
-fn logged_answers(session: &ccare_session::Session, first: u64) -> Vec<LoggedAnswer> {
-    session.with_log(|log| {
-        log.events()
-            .iter()
-            .filter(|event| event.seq() >= first)
-            .filter(|event| event.kind() == ccare_core::kinds::ASSISTANT_MESSAGE)
-            .filter_map(|event| event.decode::<ccare_core::kinds::AssistantMessage>().ok())
-            .map(|answer| LoggedAnswer {
-                text: answer.message.joined_text(""),
-                tool_calls: answer.message.tool_calls().cloned().collect(),
-                call_id: answer.call_id,
-            })
-            .collect()
-    })
 }
 
 /// Streams answer text and puts each tool call on a line of its own. When it falls
@@ -173,7 +149,7 @@ impl Printer {
     }
 
     /// After a lag: what the chunks did not print of each answer, from the log.
-    fn catch_up(&mut self, answers: &[LoggedAnswer], out: &mut impl Write) -> std::io::Result<()> {
+    fn catch_up(&mut self, answers: &[Answer], out: &mut impl Write) -> std::io::Result<()> {
         for answer in answers {
             let printed = self.printed.get(&answer.call_id).copied().unwrap_or(0);
             self.text(answer.text.get(printed..).unwrap_or_default(), out)?;
@@ -324,12 +300,16 @@ mod tests {
         printer.show(&delta("a", "it now."), &mut out).unwrap();
         printer.show(&call_end("a", "t1"), &mut out).unwrap();
         let answers = [
-            LoggedAnswer {
+            Answer {
+                turn: 1,
+                step: 1,
                 call_id: "a".to_owned(),
                 text: "I will write it now.".to_owned(),
                 tool_calls: vec![tool_call("t1")],
             },
-            LoggedAnswer {
+            Answer {
+                turn: 1,
+                step: 2,
                 call_id: "b".to_owned(),
                 text: "Done.".to_owned(),
                 tool_calls: Vec::new(),

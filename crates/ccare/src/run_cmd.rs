@@ -246,17 +246,19 @@ pub(crate) async fn run(
     exit_for(reason)
 }
 
-/// An answer of the run as the log holds it: its step and its text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Answer {
-    turn: u32,
-    step: u32,
-    call_id: String,
-    text: String,
+/// An answer as the log holds it: its step, its text and its tool calls (what a
+/// printer that fell behind prints from the log: `ccare run`'s and `ccare demo`'s).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Answer {
+    pub(crate) turn: u32,
+    pub(crate) step: u32,
+    pub(crate) call_id: String,
+    pub(crate) text: String,
+    pub(crate) tool_calls: Vec<ccare_core::ToolCallBlock>,
 }
 
 /// The assistant messages logged from seq `first` on.
-fn answers_since(session: &ccare_session::Session, first: u64) -> Vec<Answer> {
+pub(crate) fn answers_since(session: &ccare_session::Session, first: u64) -> Vec<Answer> {
     session.with_log(|log| {
         log.events()
             .iter()
@@ -266,8 +268,9 @@ fn answers_since(session: &ccare_session::Session, first: u64) -> Vec<Answer> {
             .map(|message| Answer {
                 turn: message.turn,
                 step: message.step,
-                call_id: message.call_id,
                 text: message.message.joined_text(""),
+                tool_calls: message.message.tool_calls().cloned().collect(),
+                call_id: message.call_id,
             })
             .collect()
     })
@@ -403,6 +406,7 @@ mod tests {
             step,
             call_id: call.to_owned(),
             text: text.to_owned(),
+            tool_calls: Vec::new(),
         }
     }
 
