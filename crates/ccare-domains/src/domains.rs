@@ -25,7 +25,11 @@
 //! worker task per busy partition takes the longest prefix of its queue whose keys are
 //! distinct, issues those compare-and-swaps together (so the store can commit them as
 //! one group), then awaits each in order: durable → memory → [`DomainChanged`] →
-//! ticket. A write's expected version and an update's input come from memory, which
+//! ticket. A put or delete with nothing unissued before it in its partition, on a key
+//! no write in flight touches, is issued at submit instead (behind the round in
+//! flight, under the same lock, so the store still gets writes in call order): two
+//! writes of different rows queued back to back reach one commit. A write's expected
+//! version and an update's input come from memory, which
 //! at that point holds every earlier write to the same key (a key always maps to the
 //! same partition), so readers only ever see acknowledged values and a failed write
 //! leaves memory unchanged. Failures are remembered until a ticket or
@@ -1151,6 +1155,16 @@ struct Queue {
     last_op: u64,
     /// The op id of the last write handed to the store (ops are issued in op order).
     issued: Arc<watch::Sender<u64>>,
+    /// The rows of the writes handed to the store and not settled yet: the worker's
+    /// current round and [`Queue::early`].
+    flying: HashSet<String>,
+    /// Puts and deletes handed to the store at submit, behind the worker's round (their
+    /// rows distinct from every write in flight, nothing unissued before them); the
+    /// worker settles them, in op order, before it takes the next round.
+    early: Vec<Issued>,
+    /// The worker is issuing a round outside the state lock: nothing is issued at
+    /// submit meanwhile (it would overtake the round).
+    issuing: bool,
 }
 
 struct Unreported {
@@ -1222,33 +1236,51 @@ impl DomainInner {
         state.next_op += 1;
         let op = state.next_op;
         let start_worker = !state.queues.contains_key(&queue);
-        // A put or delete with nothing queued before it in its queue is handed to the
-        // store now, in the caller's order among its other store calls (an update's
-        // function runs in the worker, never on the caller's stack).
-        let issue_now = start_worker && !matches!(write, Write::Update(_));
         let entry = state.queues.entry(queue.clone()).or_insert_with(|| Queue {
             ops: VecDeque::new(),
             queued: 0,
             settled: Arc::new(watch::Sender::new(0)),
             last_op: 0,
             issued: Arc::new(watch::Sender::new(0)),
+            flying: HashSet::new(),
+            early: Vec::new(),
+            issuing: false,
         });
         entry.queued += 1;
         entry.last_op = op;
-        entry.ops.push_back(QueuedOp {
+        // A put or delete with nothing unissued before it in its queue, on a row no
+        // write in flight touches, is handed to the store now, in the caller's order
+        // among its other store calls: its expected version is the acknowledged row's,
+        // and the store makes writes durable in call order. Issued under the state
+        // lock (and never while the worker issues a round), so writes reach the store
+        // in op order. An update's function runs in the worker, never on the caller's
+        // stack.
+        let issue_now = !matches!(write, Write::Update(_))
+            && !entry.issuing
+            && entry.ops.is_empty()
+            && !entry.flying.contains(&row);
+        let queued = QueuedOp {
             op,
             record: record.clone(),
             row,
             write,
             reply,
-        });
+        };
+        let mut first = None;
+        if issue_now {
+            entry.flying.insert(queued.row.clone());
+            let issued = self.issue(queued);
+            entry.issued.send_modify(|last| *last = (*last).max(op));
+            if start_worker {
+                first = Some(issued);
+            } else {
+                entry.early.push(issued);
+            }
+        } else {
+            entry.ops.push_back(queued);
+        }
         drop(state);
         if start_worker {
-            let first = if issue_now {
-                self.issue_front(&queue)
-            } else {
-                None
-            };
             self.runtime
                 .spawn(run_queue(Arc::clone(self), queue, first));
         }
@@ -1258,19 +1290,6 @@ impl DomainInner {
             op,
             record,
         })
-    }
-
-    /// Takes the front write of a queue no worker runs yet and issues it.
-    fn issue_front(&self, queue: &QueueKey) -> Option<Issued> {
-        let (front, issued) = {
-            let mut state = self.state.lock();
-            let entry = state.queues.get_mut(queue)?;
-            (entry.ops.pop_front()?, Arc::clone(&entry.issued))
-        };
-        let op = front.op;
-        let first = self.issue(front);
-        issued.send_modify(|last| *last = (*last).max(op));
-        Some(first)
     }
 
     /// Issues one op's compare-and-swap against the acknowledged row.
@@ -1579,15 +1598,29 @@ async fn run_queue(inner: Arc<DomainInner>, queue: QueueKey, first: Option<Issue
             let Some(entry) = state.queues.get_mut(&queue) else {
                 return;
             };
+            if !entry.early.is_empty() {
+                // Issued after the writes just settled; nothing unissued is before them.
+                issued = std::mem::take(&mut entry.early);
+                entry.flying = issued.iter().map(|write| write.row.clone()).collect();
+                continue;
+            }
             if entry.ops.is_empty() {
                 state.queues.remove(&queue);
                 return;
             }
-            take_round(&mut entry.ops)
+            let round = take_round(&mut entry.ops);
+            entry.flying = round.iter().map(|op| op.row.clone()).collect();
+            entry.issuing = true;
+            round
         };
         let last = round.last().map_or(0, |op| op.op);
+        // Outside the state lock (an update's function runs here); `issuing` keeps
+        // submits from issuing past the round meanwhile.
         issued = round.into_iter().map(|op| inner.issue(op)).collect();
         issued_up_to.send_modify(|up_to| *up_to = (*up_to).max(last));
+        if let Some(entry) = inner.state.lock().queues.get_mut(&queue) {
+            entry.issuing = false;
+        }
     }
 }
 

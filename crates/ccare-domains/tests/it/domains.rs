@@ -1050,3 +1050,51 @@ async fn h_dom_3_ordered_waits_until_queued_writes_are_handed_to_the_store_not_d
     second.await.unwrap();
     assert_eq!(value(&notes, "a"), Some(json!(2)));
 }
+
+#[tokio::test]
+async fn h_dom_3_a_write_to_another_row_is_handed_to_the_store_while_the_first_is_in_flight() {
+    let store = Arc::new(FailingStore::default());
+    let domains = Domains::new(store.clone());
+    let domain = domains.open(notes_spec(1), "p").await.unwrap();
+    let notes = domain.table("notes").unwrap();
+    domain.ordered(None).await;
+
+    store.hold_kv_writes();
+    let first = notes.put("a", json!(1)).unwrap();
+    // Another row, nothing unissued before it: issued at once, behind the first.
+    let second = notes.put("b", json!(2)).unwrap();
+    assert_eq!(
+        stored(store.inner(), "notes", "notes/b").await,
+        Some(json!(2)),
+        "the second row's write reaches the store while the first is unsettled"
+    );
+    // The same row again, and every write behind it, waits for the round in flight.
+    let third = notes.put("a", json!(3)).unwrap();
+    let fourth = notes.put("c", json!(4)).unwrap();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    assert_eq!(
+        stored(store.inner(), "notes", "notes/a").await,
+        Some(json!(1))
+    );
+    assert_eq!(
+        stored(store.inner(), "notes", "notes/c").await,
+        None,
+        "a write behind a waiting one is not issued past it"
+    );
+    assert_eq!(value(&notes, "a"), None, "nothing is acknowledged yet");
+    assert_eq!(value(&notes, "b"), None);
+
+    store.release_kv_writes();
+    first.await.unwrap();
+    second.await.unwrap();
+    third.await.unwrap();
+    fourth.await.unwrap();
+    domain.flush(None).await.unwrap();
+    assert_eq!(value(&notes, "a"), Some(json!(3)));
+    assert_eq!(value(&notes, "b"), Some(json!(2)));
+    assert_eq!(value(&notes, "c"), Some(json!(4)));
+    assert_eq!(
+        stored(store.inner(), "notes", "notes/a").await,
+        Some(json!(3))
+    );
+}
