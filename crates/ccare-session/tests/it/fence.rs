@@ -147,3 +147,39 @@ async fn h_store_5_per_append_returns_the_write_error_of_its_own_append() {
     );
     assert_eq!(other.session(&id).await.unwrap().unwrap().head, 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_6_another_writers_unreported_error_does_not_fence_a_session_with_nothing_to_flush()
+{
+    let dir = tempfile::tempdir().unwrap();
+    let store =
+        Arc::new(SqliteStore::open(SqliteConfig::new(dir.path().join("ccare.db"))).unwrap());
+    let sessions = Sessions::new(
+        Arc::clone(&store) as Arc<dyn Store>,
+        Arc::new(ManualClock::new(1_000)),
+        Arc::new(Registry::with_host_defaults()),
+        SessionsConfig::default(),
+    );
+    let session = sessions.create(None, JsonObject::new()).await.unwrap();
+    session
+        .append(EventDraft::typed(&TurnStart { turn: 1 }).unwrap())
+        .unwrap();
+    session.append(user("kept")).unwrap();
+    session.flush().await.unwrap();
+    // A plugin's write fails (a stale version) and nobody awaits its ticket: the store
+    // keeps the error for whoever flushes it next.
+    drop(store.kv_cas("plugin", "row", Some(7), Some(b"1".to_vec())));
+    assert!(store.kv_get("plugin", "row").await.unwrap().is_none());
+    // The session has nothing unacknowledged: its flush is not that error's reader.
+    session.flush().await.unwrap();
+    assert_eq!(session.status(), SessionStatus::Writable);
+    session.append(user("still writable")).unwrap();
+    session.flush().await.unwrap();
+    assert_eq!(
+        kinds_and_texts(&session.with_log(|log| log.clone()))
+            .into_iter()
+            .map(|(_, text)| text)
+            .collect::<Vec<_>>(),
+        ["", "kept", "still writable"]
+    );
+}
