@@ -15,7 +15,8 @@
 //!   then a crash before the notice was written) → publish only; publishing is
 //!   idempotent (one notice per (session, eventSeq)).
 //!
-//! Every write is awaited before the next step, and the watermark is written last, so a
+//! Every transition's write is awaited before the next step, and the watermark is
+//! written last (queued, not awaited; only when something above it was processed), so a
 //! crash anywhere replays the same transitions (CO-4 makes them idempotent). The log
 //! is the only input: a committed non-interrupted message is by construction a
 //! dispatched, completed request at that `eventSeq`, so no other plugin's journal is
@@ -279,7 +280,9 @@ impl Observer {
                 .collect();
             (log.head(), work)
         });
-        if i64::try_from(head).unwrap_or(i64::MAX) <= watermark.saturating_add(1) {
+        if work.is_empty() {
+            // Nothing above the watermark to process: a replay from it finds the same
+            // nothing, so it stays where it is (no write before this request).
             return Ok(());
         }
         for item in work {
@@ -287,12 +290,13 @@ impl Observer {
         }
         let processed = i64::try_from(head).unwrap_or(i64::MAX) - 1;
         if processed > watermark {
-            watermarks
-                .put(
-                    &watermark_key,
-                    json!({"sessionId": id.as_str(), "seq": processed}),
-                )?
-                .await?;
+            // Queued after the transitions above were acknowledged, and not awaited:
+            // if it is lost, a replay redoes the same idempotent transitions (CO-4),
+            // and a failure is reported by the next catch-up's flush.
+            let _queued = watermarks.put(
+                &watermark_key,
+                json!({"sessionId": id.as_str(), "seq": processed}),
+            )?;
         }
         Ok(())
     }

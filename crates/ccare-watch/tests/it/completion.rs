@@ -439,10 +439,10 @@ impl Rig {
             .open(
                 DomainSpec::new(domain, 1)
                     .table(TableSpec::new(table))
-                    .table(TableSpec::new(if table == "state" {
-                        "unused"
-                    } else {
-                        "watermarks"
+                    .table(TableSpec::new(match table {
+                        "state" => "unused",
+                        "watermarks" => NOTICES_TABLE,
+                        _ => "watermarks",
                     })),
                 "test",
             )
@@ -773,4 +773,43 @@ async fn co_6_a_request_that_fails_releases_the_notice_for_the_next_one() {
         "the release restored the count"
     );
     assert_eq!(notices[0].1["status"], "dispatched");
+}
+
+#[tokio::test]
+async fn co_5_the_watermark_is_written_only_past_a_processed_reply() {
+    // One turn: its one request's pre-step found no reply above the (absent) watermark,
+    // so nothing was written before that request.
+    let dir = tempfile::tempdir().unwrap();
+    let rig = rig_at(&db(&dir), None, &[reply("ok")], Some(json!({}))).await;
+    rig.turn("one").await;
+    assert_eq!(rig.table(NOTICES_DOMAIN, "watermarks").await, Vec::new());
+
+    // Two turns: the second's pre-step processed the first reply and moved past it.
+    let dir = tempfile::tempdir().unwrap();
+    let rig = rig_at(
+        &db(&dir),
+        None,
+        &[reply("ok"), reply("fine")],
+        Some(json!({})),
+    )
+    .await;
+    rig.turn("one").await;
+    rig.turn("two").await;
+    let replies: Vec<u64> = rig.session.with_log(|log| {
+        log.events()
+            .iter()
+            .filter(|event| event.kind() == "assistant/message")
+            .map(|event| event.seq())
+            .collect()
+    });
+    assert_eq!(replies.len(), 2);
+    let marks = rig.table(NOTICES_DOMAIN, "watermarks").await;
+    assert_eq!(marks.len(), 1, "{marks:?}");
+    let (key, mark) = &marks[0];
+    assert_eq!(key, &state_key(rig.session.id().as_str(), "assistant"));
+    let seq = mark["seq"].as_u64().unwrap();
+    assert!(
+        (replies[0]..replies[1]).contains(&seq),
+        "{seq} is past the first reply, before the second: {replies:?}"
+    );
 }
