@@ -4,12 +4,14 @@
 //! provider. The gate's lifecycle callbacks write the rest of the record: dispatched,
 //! settled, or not dispatched.
 
+mod hashes;
+
 use std::sync::Arc;
 
 use ccare_agent::{BoxFuture, HookContext, IdleHook, RequestGate, Settlement};
 use ccare_core::{FailureCode, LlmFailure};
 use ccare_llm::{PreparedCall, Purpose};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::budget::{Preflight, RouteInfo, assess, preflight, resolve};
 use crate::care::{Care, meter_for};
@@ -17,7 +19,6 @@ use crate::config::RoutePurpose;
 use crate::journal::records::{RecordRoute, RequestRecord, SourceHeader};
 use crate::pricing::{
     FileTexts, FrozenPricing, ImagePricing, RequestPrice, calibrate_each, calibration_header_key,
-    content_hash,
 };
 
 /// The gate; one per mounted plugin.
@@ -143,22 +144,18 @@ pub(crate) async fn check_request(
         });
     }
     let source_seqs: Vec<u64> = view.messages.iter().map(|derived| derived.seq).collect();
-    let surface: Vec<Value> = view
-        .messages
-        .iter()
-        .map(|derived| serde_json::to_value(&*derived.message).unwrap_or(Value::Null))
-        .collect();
-    let input: Vec<Value> = config
-        .messages
-        .iter()
-        .map(|message| serde_json::to_value(&*message.message).unwrap_or(Value::Null))
-        .collect();
+    let hashes = hashes::request_hashes(
+        &view.messages,
+        config.system.as_deref(),
+        &config.messages,
+        &tools,
+    );
     let record = RequestRecord {
         call_id: call.call_id.clone(),
         log_revision: session.head(),
         source_seqs,
         source_header: header,
-        source_messages_hash: content_hash(&Value::Array(surface)),
+        source_messages_hash: hashes.source_messages,
         purpose: purpose_name(config.purpose).to_owned(),
         route: RecordRoute {
             provider: route.provider.clone(),
@@ -167,11 +164,7 @@ pub(crate) async fn check_request(
             reasoning_effort: config.reasoning_effort.clone(),
             temperature: config.temperature,
         },
-        input_hash: content_hash(&json!({
-            "system": config.system,
-            "tools": tools,
-            "messages": input,
-        })),
+        input_hash: hashes.input,
         pricing_basis: frozen.basis().clone(),
         assessment: assess(q, budget.as_ref()),
         budget,

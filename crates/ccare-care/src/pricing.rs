@@ -66,7 +66,9 @@ pub use calibration::{
     CALIBRATION_EVENT_TYPE, CALIBRATION_PURPOSE, CALIBRATION_SOURCE, MeterKind, PricingBasis,
     UsageCalibration, calibrate, calibrate_each, calibration_header_key,
 };
-pub(crate) use canonical::content_hash;
+#[cfg(test)]
+pub(crate) use canonical::canonical_json;
+pub(crate) use canonical::{sha256_hex, write_canonical, write_compact};
 pub use frozen::{FrozenPricing, MeterFingerprint};
 pub use inputs::{
     FileTexts, ImagePrice, ImagePrices, ImagePricing, block_key, collect_images, image_key,

@@ -2,12 +2,11 @@
 //! (where the text scale comes from) with its serialized form, and [`calibrate`], which
 //! picks the newest usable sample of the journal.
 
-use ccare_core::JsonObject;
 use ccare_meter::{Basis, Meter};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::canonical::{canonical_json, sha256_hex};
+use super::canonical::{sha256_hex, write_canonical};
 use super::price::{RawInput, TextScale};
 use super::records::CalibrationRecord;
 
@@ -25,10 +24,15 @@ pub const CALIBRATION_EVENT_TYPE: &str = "assistant/message";
 /// `{config, tools}` (keys sorted at every depth, no whitespace). `config` is the
 /// header's `{provider, model, reasoningEffort, temperature, maxTokens}`.
 pub fn calibration_header_key(config: &Value, tools: &Value) -> String {
-    let mut header = JsonObject::new();
-    header.insert("config".to_owned(), config.clone());
-    header.insert("tools".to_owned(), tools.clone());
-    sha256_hex(&canonical_json(&Value::Object(header)))
+    // The canonical form of `{config, tools}`, its two keys already in order, written
+    // without copying either value.
+    let mut out = Vec::new();
+    out.extend_from_slice(br#"{"config":"#);
+    write_canonical(config, &mut out);
+    out.extend_from_slice(br#","tools":"#);
+    write_canonical(tools, &mut out);
+    out.push(b'}');
+    sha256_hex(&out)
 }
 
 /// CC-PRC-3: what the usage calibration was computed from.
