@@ -25,7 +25,8 @@ enum Segment {
 /// A route ready to match.
 #[derive(Debug, Clone)]
 struct Compiled {
-    entry: RouteEntry,
+    /// Shared with every match (a route's docs are not copied per request).
+    entry: Arc<RouteEntry>,
     segments: Vec<Segment>,
     prefix: bool,
 }
@@ -34,7 +35,7 @@ struct Compiled {
 #[derive(Debug, Clone)]
 pub(crate) struct Matched {
     /// The route.
-    pub(crate) entry: RouteEntry,
+    pub(crate) entry: Arc<RouteEntry>,
     /// The `{name}` parameters.
     pub(crate) params: BTreeMap<String, String>,
     /// For a prefix route, the path after the prefix.
@@ -85,7 +86,7 @@ fn compile(entry: RouteEntry) -> Compiled {
             .collect()
     };
     Compiled {
-        entry,
+        entry: Arc::new(entry),
         segments,
         prefix,
     }
@@ -191,7 +192,7 @@ impl Table {
             }
         }
         best.map(|(route, params, rest)| Matched {
-            entry: route.entry.clone(),
+            entry: Arc::clone(&route.entry),
             params,
             rest,
         })
