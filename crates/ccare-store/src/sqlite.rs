@@ -22,9 +22,10 @@
 //! [`SqliteConfig::max_group_ops`] operations are in the group, or a flush is taken.
 //! Then it commits and resolves the group's tickets in queue order.
 //!
-//! When the queue runs empty right after an *append*, the writer sleeps
-//! [`SqliteStore::APPEND_BURST_GAP`], then waits up to [`SqliteStore::APPEND_LINGER`]
-//! for the next operation and takes it into the group: a
+//! When the queue runs empty right after an *append*, the writer waits up to
+//! [`SqliteStore::APPEND_LINGER`] for the next operation and takes it into the group
+//! (in a burst, once the group holds [`SqliteStore::APPEND_BURST_OPS`] operations, it
+//! first sleeps [`SqliteStore::APPEND_BURST_GAP`] so the burst is taken in bulk): a
 //! session appending a burst of events is still mid-burst, and the caller that needs them
 //! durable sends a flush, which ends the group at once (so `append` + `flush` waits for
 //! one commit, not two, even when the kernel does work between them).
@@ -248,6 +249,12 @@ impl SqliteStore {
     /// How long the writer sleeps first when the queue runs empty after an append: about
     /// the time a busy session takes for a dozen appends, so a burst is taken in bulk.
     pub const APPEND_BURST_GAP: Duration = Duration::from_micros(50);
+    /// How many operations a group holds before the writer treats the appends as a
+    /// burst and sleeps [`SqliteStore::APPEND_BURST_GAP`] when the queue runs empty:
+    /// below it, the sleep (50 µs asked, ~100 µs with the kernel's timer slack) would
+    /// only delay the flush of a turn's few appends, which is on the path to every
+    /// model request.
+    pub const APPEND_BURST_OPS: usize = 8;
 
     /// Opens (creating if missing) the database at `config.path`, sets it up and starts
     /// the writer thread. Blocking. Fails with `Backend` (naming the path) when the file
@@ -674,7 +681,7 @@ impl Writer {
                     next = match queue.try_recv() {
                         Ok(op) => Some(op),
                         Err(mpsc::TryRecvError::Empty) if linger => {
-                            Self::linger(queue, started, commit_window)
+                            Self::linger(queue, started, commit_window, done.len())
                         }
                         // Empty or disconnected: commit now (the outer loop sees the end).
                         Err(_) => None,
@@ -714,12 +721,26 @@ impl Writer {
     }
 
     /// The operation that follows an append nobody awaits, if one comes soon enough:
-    /// first a short sleep that lets a burst's next appends pile up (taken together,
-    /// without a wake-up each), then a blocking wait of up to
-    /// [`SqliteStore::APPEND_LINGER`] for the flush that usually follows. Never past
-    /// the group's commit window.
-    fn linger(queue: &mpsc::Receiver<Op>, started: Instant, commit_window: Duration) -> Option<Op> {
+    /// in a burst (the group already holds [`SqliteStore::APPEND_BURST_OPS`]
+    /// operations) first a short sleep that lets its next appends pile up (taken
+    /// together, without a wake-up each), then a blocking wait of up to
+    /// [`SqliteStore::APPEND_LINGER`] for the flush that usually follows. A group of a
+    /// few appends (a turn's opening, a step's start) waits without the sleep, so the
+    /// flush that follows them commits the moment it arrives. Never past the group's
+    /// commit window.
+    fn linger(
+        queue: &mpsc::Receiver<Op>,
+        started: Instant,
+        commit_window: Duration,
+        grouped: usize,
+    ) -> Option<Op> {
         let left = |cap: Duration| commit_window.saturating_sub(started.elapsed()).min(cap);
+        if grouped < SqliteStore::APPEND_BURST_OPS {
+            let wait = left(SqliteStore::APPEND_LINGER);
+            return (!wait.is_zero())
+                .then(|| queue.recv_timeout(wait).ok())
+                .flatten();
+        }
         let burst = left(SqliteStore::APPEND_BURST_GAP);
         if burst.is_zero() {
             return None;
