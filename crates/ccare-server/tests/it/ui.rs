@@ -314,13 +314,27 @@ pub(crate) async fn log_in(client: &Client, rig: &Rig) {
         .click()
         .await
         .unwrap();
-    client
-        .wait()
-        .at_most(Duration::from_secs(20))
-        .for_element(Locator::Id("new-session"))
-        .await
-        .unwrap();
+    wait_for_element(client, Locator::Id("new-session")).await;
     assert_eq!(client.current_url().await.unwrap().path(), "/");
+}
+
+/// Waits up to 20 s for the element `locator` finds. A lookup that the page's own
+/// navigation aborts (chromedriver's "aborted by navigation", as after the login's
+/// redirect or a reload) is retried like one that found nothing yet.
+pub(crate) async fn wait_for_element(
+    client: &Client,
+    locator: Locator<'_>,
+) -> fantoccini::elements::Element {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match client.find(locator).await {
+            Ok(element) => return element,
+            Err(_) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(error) => panic!("no element {locator:?} within 20 s: {error}"),
+        }
+    }
 }
 
 /// Saves a PNG of the page as `target/ui-screenshots/{name}`.
@@ -728,12 +742,7 @@ async fn ui_4_a_rule_toggle_is_saved_after_the_ack_survives_a_reload_and_a_concu
     click(&client, "#tab-rules").await;
     until_text(&client, "#panel-title", "Session rules").await;
     let abort = format!("{LINE_REPEAT} li.rule-action[data-action=\"abort\"] input");
-    let checkbox = client
-        .wait()
-        .at_most(Duration::from_secs(20))
-        .for_element(Locator::Css(&abort))
-        .await
-        .unwrap();
+    let checkbox = wait_for_element(&client, Locator::Css(&abort)).await;
     assert!(
         checkbox.is_selected().await.unwrap(),
         "abort is on by default"
@@ -779,12 +788,7 @@ async fn ui_4_a_rule_toggle_is_saved_after_the_ack_survives_a_reload_and_a_concu
     // A reload shows it off.
     client.refresh().await.unwrap();
     click(&client, "#tab-rules").await;
-    let checkbox = client
-        .wait()
-        .at_most(Duration::from_secs(20))
-        .for_element(Locator::Css(&abort))
-        .await
-        .unwrap();
+    let checkbox = wait_for_element(&client, Locator::Css(&abort)).await;
     assert!(
         !checkbox.is_selected().await.unwrap(),
         "the toggle survived the reload"
