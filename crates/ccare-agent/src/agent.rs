@@ -114,8 +114,8 @@ pub(crate) struct State {
     pub(crate) last_end: Option<TurnEndReason>,
     /// How many turns have ended (cancel waits for the next one).
     pub(crate) turns_ended: u64,
-    /// The last request header (its fingerprint) and context this agent logged.
-    pub(crate) last_header: Option<String>,
+    /// The last request header (its envelope) and context this agent logged.
+    pub(crate) last_header: Option<ccare_core::kinds::RequestEnvelope>,
     pub(crate) last_context: Option<ccare_core::kinds::RequestContext>,
     /// Which provider wrote each assistant message seq (for reasoning echo).
     pub(crate) origins: HashMap<u64, Option<Arc<str>>>,

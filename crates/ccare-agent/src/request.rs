@@ -116,7 +116,6 @@ pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> 
             max_output_tokens: call.route.max_output_tokens,
         },
     };
-    let fingerprint = serde_json::to_string(&envelope).unwrap_or_default();
     let context = RequestContext {
         provider: call.route.provider.clone(),
         model: call.route.model.clone(),
@@ -138,7 +137,7 @@ pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> 
             }
             Some(_) => HeaderReason::Change,
         };
-        let write_header = state.last_header.as_deref() != Some(fingerprint.as_str());
+        let write_header = state.last_header.as_ref() != Some(&envelope);
         let write_context = state.last_context.as_ref() != Some(&context)
             && agent.inner.session.with_log(|log| {
                 log.last_of_kind(REQUEST_CONTEXT)
@@ -148,21 +147,20 @@ pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> 
         (write_header, reason, write_context)
     };
     if write_header {
-        append(
-            agent,
-            typed(&RequestHeader {
-                header: HeaderBody::Envelope(envelope),
-                reason,
-                ext: None,
-            })?,
-        )?;
+        let header = RequestHeader {
+            header: HeaderBody::Envelope(envelope),
+            reason,
+            ext: None,
+        };
+        append(agent, typed(&header)?)?;
+        if let HeaderBody::Envelope(envelope) = header.header {
+            agent.inner.state.lock().last_header = Some(envelope);
+        }
     }
     if write_context {
         append(agent, typed(&context)?)?;
     }
-    let mut state = agent.inner.state.lock();
-    state.last_header = Some(fingerprint);
-    state.last_context = Some(context);
+    agent.inner.state.lock().last_context = Some(context);
     Ok(())
 }
 

@@ -265,6 +265,8 @@ pub(crate) struct Care {
     /// The host's system-prompt sections, live: the report prices each part of the next
     /// request's system prompt (`report.rs` categories).
     pub(crate) system_sections: ccare_agent::SystemSections,
+    /// The latest tools the request gate wrote out ([`crate::gate::ToolsMemo`]).
+    pub(crate) tools: crate::gate::ToolsMemo,
 }
 
 impl Care {
@@ -423,7 +425,7 @@ impl Care {
     /// since are decoded again ([`DigestCache`]).
     pub(crate) async fn freeze(&self, session: &SessionId) -> Result<Frozen, CareError> {
         let writes = self.journal.writes(session);
-        self.journal.flush().await?;
+        self.journal.flush_for(session).await?;
         if let Some(frozen) = self.with_session(session, |state| {
             state
                 .frozen

@@ -5,6 +5,9 @@
 //! settled, or not dispatched.
 
 mod hashes;
+mod tools;
+
+pub(crate) use tools::ToolsMemo;
 
 use std::sync::Arc;
 
@@ -18,7 +21,8 @@ use crate::care::{Care, meter_for};
 use crate::config::RoutePurpose;
 use crate::journal::records::{RecordRoute, RequestRecord, SourceHeader};
 use crate::pricing::{
-    FileTexts, FrozenPricing, ImagePricing, RequestPrice, calibrate_each, calibration_header_key,
+    FileTexts, FrozenPricing, ImagePricing, RequestPrice, calibrate_each,
+    header_key_of_canonical_tools,
 };
 
 /// The gate; one per mounted plugin.
@@ -74,11 +78,7 @@ pub(crate) async fn check_request(
     )
     .map_err(|invalid| LlmFailure::new(FailureCode::InvalidRequest, invalid.to_string()))?;
     // `ToolSpec` serializes as `{name, description, input_schema}`.
-    let tools: Value = if config.tools.is_empty() {
-        Value::Null
-    } else {
-        serde_json::to_value(&config.tools).unwrap_or(Value::Null)
-    };
+    let tools = care.tools.form(&config.tools);
     let header = SourceHeader {
         provider: route.provider.clone(),
         model: route.model.clone(),
@@ -86,15 +86,15 @@ pub(crate) async fn check_request(
         temperature: config.temperature,
         max_tokens: config.max_tokens,
     };
-    let header_key = calibration_header_key(
+    let header_key = header_key_of_canonical_tools(
         &serde_json::to_value(&header).unwrap_or(Value::Null),
-        &tools,
+        &tools.canonical,
     );
     // The dispatch check prices its final route itself (CC-PRC-4), calibrated on
     // the session's settled requests of this header (CC-PRC-3).
     let session_id = session.id();
     let journal = &care.journal;
-    journal.flush().await.map_err(internal)?;
+    journal.flush_for(session_id).await.map_err(internal)?;
     let entries = journal.list(session_id).await.map_err(internal)?;
     // Decoded once per record version, shared with the boundary's freeze.
     let digests = care.with_session(session_id, |state| Arc::clone(&state.digests));
@@ -121,7 +121,8 @@ pub(crate) async fn check_request(
         prices: prices.clone(),
     };
     let surface_total = cached.surface_total(&pricer, &view);
-    let price = request_price(&pricer, prices.as_deref(), config, &tools).map_err(internal)?;
+    let price =
+        request_price(&pricer, prices.as_deref(), config, &tools.value).map_err(internal)?;
     let q = price.q();
     let surface_tokens = surface_total
         .map(|total| total.ceil(pricer.text_scale()))
@@ -148,7 +149,7 @@ pub(crate) async fn check_request(
         &view.messages,
         config.system.as_deref(),
         &config.messages,
-        &tools,
+        &tools.canonical,
     );
     let record = RequestRecord {
         call_id: call.call_id.clone(),

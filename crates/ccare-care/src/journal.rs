@@ -183,8 +183,9 @@ impl RequestJournal {
     }
 
     /// The open domain, opening it on first use: rows without an index row are
-    /// indexed, each session is trimmed to `journal_keep`, and `dispatchOrder`
-    /// continues after the largest one stored.
+    /// indexed, each session is trimmed to `journal_keep` (both settled before the
+    /// domain is handed out), and `dispatchOrder` continues after the largest one
+    /// stored.
     pub async fn open(&self) -> Result<&Domain, DomainError> {
         self.domain
             .get_or_try_init(|| async {
@@ -197,6 +198,9 @@ impl RequestJournal {
                     )
                     .await?;
                 self.reindex(&domain)?;
+                // What the reindex queued (index rows, trims) is settled before anything
+                // is read: a list reads acknowledged index rows only.
+                domain.flush(None).await?;
                 let table = domain.table(JOURNAL_TABLE)?;
                 let largest = table
                     .entries("call_")
@@ -436,7 +440,22 @@ impl RequestJournal {
     /// Waits until every queued write is durable; returns a write error that nothing
     /// reported yet (CC-JNL-1).
     pub async fn flush(&self) -> Result<(), DomainError> {
-        self.open().await?.flush(None).await
+        let through = self.stamps.sequence();
+        self.open().await?.flush(None).await?;
+        self.stamps.flushed(through);
+        Ok(())
+    }
+
+    /// Waits until every write of `session` queued before the call is settled, so a
+    /// [`RequestJournal::list`] of it sees them: a [`RequestJournal::flush`], skipped
+    /// when a flush that succeeded already covered the session's latest write (a new
+    /// session, say, or one whose last turn's records were flushed when it went
+    /// idle). A failure of another write is then reported by the next flush.
+    pub async fn flush_for(&self, session: &SessionId) -> Result<(), DomainError> {
+        if self.stamps.settled(session.as_str()) {
+            return Ok(());
+        }
+        self.flush().await
     }
 
     /// The session's acknowledged records, by `at`, then by key (CC-JNL-1 `list`): the
@@ -510,16 +529,22 @@ fn trim(
     Ok(())
 }
 
-/// A record as stored: the envelope around `data`.
+/// A record as stored: the envelope around `data` ([`JournalRecord`]'s fields, in its
+/// order), `data` moved in rather than copied.
 fn stored(session: &SessionId, kind: JournalRecordKind, at: i64, data: Value) -> Value {
-    serde_json::to_value(JournalRecord {
+    let head = JournalRecord {
         version: 1,
         session_id: session.as_str(),
         kind,
         at,
-        data,
-    })
-    .unwrap_or(Value::Null)
+        data: (),
+    };
+    let mut record = match serde_json::to_value(head) {
+        Ok(Value::Object(record)) => record,
+        Ok(_) | Err(_) => ccare_core::JsonObject::new(),
+    };
+    record.insert("data".to_owned(), data);
+    Value::Object(record)
 }
 
 /// What calibration reads of a journal entry (CC-PRC-3); fields that are missing read

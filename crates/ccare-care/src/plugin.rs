@@ -231,6 +231,7 @@ impl Plugin for ContextCare {
             samples: self.samples.clone(),
             repairs: self.repairs.clone(),
             system_sections: scope.system_sections(),
+            tools: crate::gate::ToolsMemo::default(),
         });
         scope.tool(Arc::new(StatusTool::new(Arc::clone(&care))))?;
         scope.request(Arc::new(Guidance {

@@ -62,11 +62,11 @@ mod records;
 mod request;
 
 pub use cache::PriceCache;
+pub(crate) use calibration::header_key_of_canonical_tools;
 pub use calibration::{
     CALIBRATION_EVENT_TYPE, CALIBRATION_PURPOSE, CALIBRATION_SOURCE, MeterKind, PricingBasis,
     UsageCalibration, calibrate, calibrate_each, calibration_header_key,
 };
-#[cfg(test)]
 pub(crate) use canonical::canonical_json;
 pub(crate) use canonical::{sha256_hex, write_canonical, write_compact};
 pub use frozen::{FrozenPricing, MeterFingerprint};

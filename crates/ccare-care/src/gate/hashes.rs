@@ -26,12 +26,13 @@ pub(super) struct RequestHashes {
 }
 
 /// Hashes the surface `surface` and the request made of `system`, `messages` and
-/// `tools` (as the journal records them: `null` when there are none).
+/// `tools` (the canonical form of the tools as the journal records them: `null` when
+/// there are none).
 pub(super) fn request_hashes(
     surface: &[DerivedMessage],
     system: Option<&str>,
     messages: &[RequestMessage],
-    tools: &Value,
+    tools: &[u8],
 ) -> RequestHashes {
     let written: Vec<Vec<u8>> = surface
         .iter()
@@ -52,7 +53,7 @@ pub(super) fn request_hashes(
     }
     source.push(b']');
     // `{messages, system, tools}`: the keys in canonical order.
-    let mut input = Vec::with_capacity(source.len() + 64);
+    let mut input = Vec::with_capacity(source.len() + tools.len() + 64);
     input.extend_from_slice(br#"{"messages":["#);
     for (index, message) in messages.iter().enumerate() {
         if index > 0 {
@@ -66,7 +67,7 @@ pub(super) fn request_hashes(
     input.extend_from_slice(br#"],"system":"#);
     write_compact(&system, &mut input);
     input.extend_from_slice(br#","tools":"#);
-    write_canonical(tools, &mut input);
+    input.extend_from_slice(tools);
     input.push(b'}');
     RequestHashes {
         source_messages: sha256_hex(&source),
@@ -130,7 +131,7 @@ mod tests {
         .collect();
         let tools = json!([{"name": "t", "description": "d", "input_schema": {"type": "object"}}]);
         for system in [Some("be brief"), None] {
-            let hashes = request_hashes(&surface, system, &messages, &tools);
+            let hashes = request_hashes(&surface, system, &messages, &canonical_json(&tools));
             let values = |messages: Vec<&Message>| -> Vec<Value> {
                 messages
                     .into_iter()
@@ -148,7 +149,7 @@ mod tests {
                 hash_of(&json!({"system": system, "tools": tools, "messages": input_values}))
             );
         }
-        let none = request_hashes(&[], None, &[], &Value::Null);
+        let none = request_hashes(&[], None, &[], b"null");
         assert_eq!(none.source_messages, hash_of(&json!([])));
         assert_eq!(
             none.input,

@@ -8,6 +8,11 @@
 //! its index row and trim), so a stamp read while one is being queued changes again
 //! once it is.
 //!
+//! A flush of the whole journal settles every write queued before it: the journal
+//! notes the sequence number it read before each flush that succeeded, so a reader of
+//! a session whose stamp is not above it needs no flush of its own
+//! ([`Stamps::settled`]).
+//!
 //! The phase writes of a request know only its call id: the session of each call is
 //! remembered from its `ready` write until its last phase. A write whose session is not
 //! known (its `ready` was never written here) stamps every session, which is always
@@ -31,6 +36,9 @@ struct Inner {
     sessions: HashMap<String, u64>,
     /// The latest stamp of a write whose session is not known.
     unknown: u64,
+    /// Every write stamped up to this number is settled: the sequence as it was before
+    /// the latest flush that succeeded.
+    flushed: u64,
     /// The session of each call between its `ready` write and its last phase.
     calls: HashMap<String, String>,
 }
@@ -59,6 +67,31 @@ impl Stamps {
             .copied()
             .unwrap_or(0)
             .max(inner.unknown)
+    }
+
+    /// The latest number taken: read it before a flush and hand it to
+    /// [`Stamps::flushed`] once the flush succeeded.
+    pub(crate) fn sequence(&self) -> u64 {
+        self.inner.lock().sequence
+    }
+
+    /// Notes that every write stamped up to `through` is settled.
+    pub(crate) fn flushed(&self, through: u64) {
+        let mut inner = self.inner.lock();
+        inner.flushed = inner.flushed.max(through);
+    }
+
+    /// Whether every write of `session` queued so far is settled (so a read of it needs
+    /// no flush): its latest stamp is not above the latest flush.
+    pub(crate) fn settled(&self, session: &str) -> bool {
+        let inner = self.inner.lock();
+        let stamp = inner
+            .sessions
+            .get(session)
+            .copied()
+            .unwrap_or(0)
+            .max(inner.unknown);
+        stamp <= inner.flushed
     }
 
     /// Remembers that `call_id` belongs to `session` (at its `ready` write).
@@ -98,6 +131,27 @@ mod tests {
         let a = stamps.of("a");
         stamps.stamp(Some("b"));
         assert_eq!(stamps.of("a"), a);
+    }
+
+    #[test]
+    fn a_session_is_settled_once_a_flush_covered_its_latest_stamp() {
+        let stamps = Stamps::default();
+        // Nothing written yet: nothing to wait for.
+        assert!(stamps.settled("a"));
+        stamps.stamp(Some("a"));
+        assert!(!stamps.settled("a"));
+        assert!(stamps.settled("b"));
+        let before = stamps.sequence();
+        // A write queued while the flush ran is not covered by it.
+        stamps.stamp(Some("b"));
+        stamps.flushed(before);
+        assert!(stamps.settled("a"));
+        assert!(!stamps.settled("b"));
+        // An older flush finishing late takes nothing back.
+        stamps.flushed(0);
+        assert!(stamps.settled("a"));
+        stamps.stamp(None);
+        assert!(!stamps.settled("a"));
     }
 
     #[test]

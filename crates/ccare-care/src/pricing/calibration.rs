@@ -24,13 +24,21 @@ pub const CALIBRATION_EVENT_TYPE: &str = "assistant/message";
 /// `{config, tools}` (keys sorted at every depth, no whitespace). `config` is the
 /// header's `{provider, model, reasoningEffort, temperature, maxTokens}`.
 pub fn calibration_header_key(config: &Value, tools: &Value) -> String {
+    let mut canonical_tools = Vec::new();
+    write_canonical(tools, &mut canonical_tools);
+    header_key_of_canonical_tools(config, &canonical_tools)
+}
+
+/// [`calibration_header_key`] of tools already in canonical form (the gate keeps
+/// that of the latest tools).
+pub(crate) fn header_key_of_canonical_tools(config: &Value, tools: &[u8]) -> String {
     // The canonical form of `{config, tools}`, its two keys already in order, written
     // without copying either value.
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(tools.len() + 160);
     out.extend_from_slice(br#"{"config":"#);
     write_canonical(config, &mut out);
     out.extend_from_slice(br#","tools":"#);
-    write_canonical(tools, &mut out);
+    out.extend_from_slice(tools);
     out.push(b'}');
     sha256_hex(&out)
 }

@@ -10,9 +10,11 @@
 //! model never sees less than the log says (H-MSG-1).
 
 use ccare_core::{ContentBlock, ImageBlock, JsonObject, Role, ToolCallBlock};
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+use serde_json::{Value, json};
 
-use crate::request::{CallConfig, GenerateRequest, RequestMessage};
+use crate::request::{CallConfig, GenerateRequest, RequestMessage, ToolSpec};
 
 /// A block of the request that a chat-completions body cannot carry; the call fails
 /// with `UNSUPPORTED_CONTENT` before anything is sent.
@@ -60,55 +62,124 @@ fn kind_of(block: &ContentBlock) -> String {
     }
 }
 
-/// The JSON body for `request`, streaming or not, or the first block it cannot carry.
-pub(crate) fn request_body(request: &GenerateRequest, stream: bool) -> Result<Value, Unsupported> {
+/// The JSON body of one request, borrowing what it can from the request: written out
+/// once, straight into the bytes sent (the tools' schemas are never copied).
+///
+/// Its keys in order: `model`, `messages`, `tools` (when there are any), `max_tokens`,
+/// `temperature`, `reasoning_effort` (each when set), `stream`, `stream_options` (when
+/// streaming), then the route's `ext` keys; an `ext` key that names one of those
+/// replaces its value in place.
+pub(crate) struct RequestBody<'a> {
+    model: &'a str,
+    messages: Vec<Value>,
+    tools: &'a [ToolSpec],
+    max_tokens: Option<u32>,
+    temperature: Option<serde_json::Number>,
+    reasoning_effort: Option<&'a str>,
+    stream: bool,
+    ext: &'a JsonObject,
+}
+
+/// A tool as chat completions offer it: `{type: "function", function: {…}}`.
+#[derive(Serialize)]
+struct WireTool<'a> {
+    r#type: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+/// The tools of a body, written out as they are read.
+struct WireTools<'a>(&'a [ToolSpec]);
+
+impl Serialize for WireTools<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.0.iter().map(|tool| WireTool {
+            r#type: "function",
+            function: WireFunction {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: &tool.input_schema,
+            },
+        }))
+    }
+}
+
+impl Serialize for RequestBody<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        let mut own = Vec::with_capacity(8);
+        macro_rules! entry {
+            ($key:literal, $value:expr) => {{
+                own.push($key);
+                match self.ext.get($key) {
+                    Some(replaced) => map.serialize_entry($key, replaced)?,
+                    None => map.serialize_entry($key, $value)?,
+                }
+            }};
+        }
+        entry!("model", self.model);
+        entry!("messages", &self.messages);
+        if !self.tools.is_empty() {
+            entry!("tools", &WireTools(self.tools));
+        }
+        if let Some(max_tokens) = self.max_tokens {
+            entry!("max_tokens", &max_tokens);
+        }
+        if let Some(temperature) = &self.temperature {
+            entry!("temperature", temperature);
+        }
+        if let Some(effort) = self.reasoning_effort {
+            entry!("reasoning_effort", effort);
+        }
+        entry!("stream", &self.stream);
+        if self.stream {
+            entry!(
+                "stream_options",
+                &StreamOptions {
+                    include_usage: true
+                }
+            );
+        }
+        for (key, value) in self.ext {
+            if !own.contains(&key.as_str()) {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// The body for `request`, streaming or not, or the first block it cannot carry.
+pub(crate) fn request_body(
+    request: &GenerateRequest,
+    stream: bool,
+) -> Result<RequestBody<'_>, Unsupported> {
     let config = &request.config;
-    let mut body = Map::new();
-    body.insert("model".into(), Value::String(request.route.model.clone()));
-    body.insert(
-        "messages".into(),
-        Value::Array(messages(
+    Ok(RequestBody {
+        model: &request.route.model,
+        messages: messages(
             config,
             &request.route.provider,
             request.route.reasoning_echo,
-        )?),
-    );
-    if !config.tools.is_empty() {
-        let tools = config
-            .tools
-            .iter()
-            .map(|tool| {
-                json!({
-                    "type": "function",
-                    "function": {
-                        "name": tool.name,
-                        "description": tool.description,
-                        "parameters": tool.input_schema,
-                    }
-                })
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    if let Some(max_tokens) = config.max_tokens {
-        body.insert("max_tokens".into(), Value::from(max_tokens));
-    }
-    if let Some(temperature) = config.temperature
-        && let Some(number) = serde_json::Number::from_f64(temperature)
-    {
-        body.insert("temperature".into(), Value::Number(number));
-    }
-    if let Some(effort) = &config.reasoning_effort {
-        body.insert("reasoning_effort".into(), Value::String(effort.clone()));
-    }
-    body.insert("stream".into(), Value::Bool(stream));
-    if stream {
-        body.insert("stream_options".into(), json!({"include_usage": true}));
-    }
-    for (key, value) in &config.ext {
-        body.insert(key.clone(), value.clone());
-    }
-    Ok(Value::Object(body))
+        )?,
+        tools: &config.tools,
+        max_tokens: config.max_tokens,
+        temperature: config.temperature.and_then(serde_json::Number::from_f64),
+        reasoning_effort: config.reasoning_effort.as_deref(),
+        stream,
+        ext: &config.ext,
+    })
 }
 
 fn messages(
