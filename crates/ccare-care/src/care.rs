@@ -267,6 +267,8 @@ pub(crate) struct Care {
     pub(crate) system_sections: ccare_agent::SystemSections,
     /// The latest tools the request gate wrote out ([`crate::gate::ToolsMemo`]).
     pub(crate) tools: crate::gate::ToolsMemo,
+    /// The latest system prompt the request gate priced ([`crate::gate::SystemPrices`]).
+    pub(crate) system_prices: crate::gate::SystemPrices,
 }
 
 impl Care {

@@ -7,7 +7,7 @@
 mod hashes;
 mod tools;
 
-pub(crate) use tools::ToolsMemo;
+pub(crate) use tools::{SystemPrices, ToolsMemo};
 
 use std::sync::Arc;
 
@@ -21,7 +21,7 @@ use crate::care::{Care, meter_for};
 use crate::config::RoutePurpose;
 use crate::journal::records::{RecordRoute, RequestRecord, SourceHeader};
 use crate::pricing::{
-    FileTexts, FrozenPricing, ImagePricing, RequestPrice, calibrate_each,
+    FileTexts, FrozenPricing, ImagePricing, MeterFingerprint, Price, RequestPrice, calibrate_each,
     header_key_of_canonical_tools,
 };
 
@@ -121,8 +121,18 @@ pub(crate) async fn check_request(
         prices: prices.clone(),
     };
     let surface_total = cached.surface_total(&pricer, &view);
-    let price =
-        request_price(&pricer, prices.as_deref(), config, &tools.value).map_err(internal)?;
+    // The tools and the system prompt are the same on every request of a host: their
+    // prices on this meter are kept (`tools.rs`).
+    let fingerprint = MeterFingerprint::of(&meter);
+    let tools_tokens = tools.tokens(&fingerprint, |value| pricer.tools(value));
+    let system = config.system.as_deref().map(|prompt| Price {
+        text: care
+            .system_prices
+            .tokens(&fingerprint, prompt, |prompt| pricer.system(prompt).text),
+        visual: 0,
+    });
+    let price = request_price(&pricer, prices.as_deref(), config, system, tools_tokens)
+        .map_err(internal)?;
     let q = price.q();
     let surface_tokens = surface_total
         .map(|total| total.ceil(pricer.text_scale()))
@@ -190,11 +200,15 @@ pub(crate) async fn check_request(
 /// CC-PRC-2 `priceRequest` of `config`, as [`crate::pricing::Pricer::request`] gives
 /// it: each message that is the very message the price cache holds at its place (the
 /// surface the request was built from) takes its cached price, any other is priced.
+/// `system` and `tools` are the prices of the request's system prompt (`None`: it has
+/// none) and tools, as [`crate::pricing::Pricer::system`] and
+/// [`crate::pricing::Pricer::tools`] give them.
 fn request_price(
     pricer: &crate::pricing::Pricer<'_>,
     prices: Option<&parking_lot::Mutex<crate::pricing::PriceCache>>,
     config: &ccare_llm::CallConfig,
-    tools: &Value,
+    system: Option<Price>,
+    tools: u64,
 ) -> Result<RequestPrice, crate::pricing::PricingError> {
     let cache = prices.map(parking_lot::Mutex::lock);
     let mut position = 0;
@@ -219,13 +233,9 @@ fn request_price(
         messages.push(price);
     }
     Ok(RequestPrice {
-        system: config
-            .system
-            .as_deref()
-            .map(|prompt| pricer.system(prompt))
-            .unwrap_or_default(),
+        system: system.unwrap_or_default(),
         messages,
-        tools: pricer.tools(tools),
+        tools,
         scale: pricer.text_scale(),
     })
 }

@@ -232,6 +232,7 @@ impl Plugin for ContextCare {
             repairs: self.repairs.clone(),
             system_sections: scope.system_sections(),
             tools: crate::gate::ToolsMemo::default(),
+            system_prices: crate::gate::SystemPrices::default(),
         });
         scope.tool(Arc::new(StatusTool::new(Arc::clone(&care))))?;
         scope.request(Arc::new(Guidance {

@@ -1,11 +1,13 @@
-//! What the gate derives from a request's tools, kept while they stay the same.
+//! What the gate derives from what every request repeats, kept while it stays the same.
 //!
 //! Every request of a host offers the same tools (the host's, the care tools, a
 //! gateway client's), and the gate needs them three ways: as the JSON the journal
 //! records, in canonical form for the calibration header key and the input hash, and
-//! priced. The last tools seen and their JSON and canonical form are kept, so a request
-//! with the same tools (compared field by field, which costs less than writing them
-//! out) reuses them instead of writing them out again.
+//! priced. The last tools seen are kept with their JSON, canonical form and price (on
+//! the meter that priced them), so a request with the same tools (compared field by
+//! field, which costs less than writing them out) reuses them instead of writing them
+//! out and counting them again. The system prompt's price is kept the same way
+//! ([`SystemPrices`]): it is the same text on every request of a host.
 
 use std::sync::Arc;
 
@@ -13,7 +15,7 @@ use ccare_llm::ToolSpec;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::pricing::canonical_json;
+use crate::pricing::{MeterFingerprint, canonical_json};
 
 /// A request's tools, written out.
 #[derive(Debug)]
@@ -24,6 +26,8 @@ pub(crate) struct ToolsForm {
     pub(crate) value: Value,
     /// [`ToolsForm::value`] in canonical form.
     pub(crate) canonical: Vec<u8>,
+    /// Their price on the latest meter that priced them.
+    tokens: Mutex<Option<(MeterFingerprint, u64)>>,
 }
 
 impl ToolsForm {
@@ -39,7 +43,28 @@ impl ToolsForm {
             specs: specs.to_vec(),
             value,
             canonical,
+            tokens: Mutex::new(None),
         }
+    }
+
+    /// The tools' price on `meter`: the kept one when `meter` priced them last,
+    /// otherwise `price` of [`ToolsForm::value`], kept in its place.
+    pub(crate) fn tokens(
+        &self,
+        meter: &MeterFingerprint,
+        price: impl FnOnce(&Value) -> u64,
+    ) -> u64 {
+        if let Some((_, tokens)) = self
+            .tokens
+            .lock()
+            .as_ref()
+            .filter(|(priced_on, _)| priced_on == meter)
+        {
+            return *tokens;
+        }
+        let tokens = price(&self.value);
+        *self.tokens.lock() = Some((meter.clone(), tokens));
+        tokens
     }
 }
 
@@ -64,6 +89,47 @@ impl ToolsMemo {
         let form = Arc::new(ToolsForm::of(specs));
         *self.latest.lock() = Some(Arc::clone(&form));
         form
+    }
+}
+
+/// The latest system prompt the gate priced, with its price and the meter it was
+/// priced on; one per mounted plugin.
+#[derive(Debug, Default)]
+pub(crate) struct SystemPrices {
+    latest: Mutex<Option<PricedPrompt>>,
+}
+
+#[derive(Debug)]
+struct PricedPrompt {
+    meter: MeterFingerprint,
+    prompt: String,
+    tokens: u64,
+}
+
+impl SystemPrices {
+    /// `prompt`'s price on `meter`: the kept one when it is the prompt last priced on
+    /// that meter, otherwise `price(prompt)`, kept in its place.
+    pub(crate) fn tokens(
+        &self,
+        meter: &MeterFingerprint,
+        prompt: &str,
+        price: impl FnOnce(&str) -> u64,
+    ) -> u64 {
+        if let Some(kept) = self
+            .latest
+            .lock()
+            .as_ref()
+            .filter(|kept| kept.prompt == prompt && kept.meter == *meter)
+        {
+            return kept.tokens;
+        }
+        let tokens = price(prompt);
+        *self.latest.lock() = Some(PricedPrompt {
+            meter: meter.clone(),
+            prompt: prompt.to_owned(),
+            tokens,
+        });
+        tokens
     }
 }
 
@@ -100,5 +166,43 @@ mod tests {
         // No tools: `null`, as the journal records it.
         assert_eq!(memo.form(&[]).value, Value::Null);
         assert_eq!(memo.form(&[]).canonical, b"null");
+    }
+
+    fn fingerprint(image_tokens: u64) -> MeterFingerprint {
+        let meter = ccare_meter::Meter::new(&ccare_meter::MeterConfig {
+            image_tokens,
+            ..ccare_meter::MeterConfig::default()
+        })
+        .unwrap();
+        MeterFingerprint::of(&meter)
+    }
+
+    #[test]
+    fn a_price_is_kept_for_the_same_text_on_the_same_meter_only() {
+        let (one, other) = (fingerprint(1_000), fingerprint(2_000));
+        let form = ToolsMemo::default().form(&[spec("one")]);
+        let counted = std::cell::Cell::new(0);
+        let price = |_: &Value| {
+            counted.set(counted.get() + 1);
+            7
+        };
+        assert_eq!(form.tokens(&one, price), 7);
+        assert_eq!(form.tokens(&one, price), 7);
+        assert_eq!(counted.get(), 1);
+        assert_eq!(form.tokens(&other, price), 7);
+        assert_eq!(counted.get(), 2);
+
+        let prompts = SystemPrices::default();
+        let counted = std::cell::Cell::new(0);
+        let price = |prompt: &str| {
+            counted.set(counted.get() + 1);
+            prompt.len() as u64
+        };
+        assert_eq!(prompts.tokens(&one, "be brief", price), 8);
+        assert_eq!(prompts.tokens(&one, "be brief", price), 8);
+        assert_eq!(counted.get(), 1);
+        assert_eq!(prompts.tokens(&one, "be terse!", price), 9);
+        assert_eq!(prompts.tokens(&other, "be terse!", price), 9);
+        assert_eq!(counted.get(), 3);
     }
 }

@@ -440,6 +440,25 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
     reply.with_header(SESSION_HEADER, session)
 }
 
+/// How long a message for a session that is still running a turn waits for the agent
+/// to go idle before it is refused as `SESSION_BUSY`. A client gets its answer at the
+/// turn's end, a moment before the agent is idle (its idle hooks still run), and sends
+/// its next message at once; that message waits instead of failing. A request that
+/// really overlaps another turn of its session is still refused, a second late.
+const BUSY_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Whether `handle`'s agent is idle now or within [`BUSY_GRACE`].
+async fn idle_soon(handle: &ccare_app::AgentHandle) -> bool {
+    let agent = handle.agent();
+    if !agent.is_busy() {
+        return true;
+    }
+    tokio::time::timeout(BUSY_GRACE, agent.when_idle())
+        .await
+        .is_ok()
+        && !agent.is_busy()
+}
+
 /// What the request gives the session.
 enum Input {
     /// A new user message.
@@ -458,8 +477,9 @@ async fn run(
     command: Command,
     recording: Recording,
 ) -> RouteReply {
-    // Results for an awaiting step wait for its driver to let go (`tool_results`).
-    if matches!(command, Command::UserInput { .. }) && handle.agent().is_busy() {
+    // Results for an awaiting step wait for its driver to let go (`tool_results`). A
+    // message for a session still finishing a turn waits for it a moment first.
+    if matches!(command, Command::UserInput { .. }) && !idle_soon(&handle).await {
         return refusal::error(
             409,
             "SESSION_BUSY",

@@ -192,6 +192,63 @@ async fn gw_2_a_request_extending_the_conversation_continues_its_session() {
     assert_eq!(exported.matches("how are you?").count(), 1, "{exported}");
 }
 
+/// A client sends its next message the moment it has an answer, while the session may
+/// still be finishing a turn: the message waits for it (up to a second), it is not
+/// refused as `SESSION_BUSY`. Here another turn of the session, started through the
+/// sessions API, is still streaming slowly when the gateway's next message arrives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_2_a_message_for_a_session_still_finishing_a_turn_waits_for_it() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("a"));
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("s", "hi")}),
+    )
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = session_of(&first);
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .delay(std::time::Duration::from_millis(300))
+            .text("slow")
+            .finish("stop"),
+    ));
+    let accepted = rig
+        .post_json(
+            &format!("/api/sessions/{session}/messages"),
+            &json!({"text": "meanwhile"}),
+        )
+        .await;
+    assert_eq!(accepted.status().as_u16(), 202);
+    // The API's turn is running (its upstream request is being answered).
+    while rig.fake.requests().len() < 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    rig.fake.push(Reply::text("b"));
+    let next = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": "a"},
+            {"role": "user", "content": "Q-next"},
+        ]}),
+    )
+    .await;
+    let status = next.status().as_u16();
+    assert_eq!(session_of(&next), session);
+    let answer: Value = next.json().await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["choices"][0]["message"]["content"], "b");
+    // The slow turn ended before the next one started: its answer is in the log
+    // before the gateway's next message.
+    let exported = export(&rig, &session).await;
+    let slow = exported.find(r#""slow""#).unwrap();
+    let next_message = exported.find("Q-next").unwrap();
+    assert!(slow < next_message, "{exported}");
+    assert_eq!(rig.fake.requests().len(), 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_2_conversations_sharing_a_system_prompt_stay_apart() {
     let rig = Rig::start().await;
