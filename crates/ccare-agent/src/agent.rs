@@ -475,6 +475,12 @@ impl Agent {
         };
         self.bump_idle();
         let Some(target) = waiting_for else {
+            // No turn is active: what this cancel dropped is durable before it returns
+            // (ACT-2), as the driver makes a turn's deletions durable before it
+            // reports idle.
+            if !keep_inbox {
+                crate::turn::settle_inbox(self).await;
+            }
             return;
         };
         loop {
@@ -485,6 +491,10 @@ impl Agent {
                 return;
             }
         }
+        // The turn is counted ended before the driver has made what it dropped durable
+        // (and this loop may see that first, woken by another change): the cancel
+        // returns only once it is (ACT-2).
+        crate::turn::settle_inbox(self).await;
         // The turn reached the awaiting-tools state just before the cancel landed
         // (ACT-3): once the driver let go, end it as a cancel of an awaiting turn.
         while self.is_awaiting_tools() {
