@@ -21,7 +21,7 @@ use crate::care::{Care, meter_for};
 use crate::config::RoutePurpose;
 use crate::journal::records::{RecordRoute, RequestRecord, SourceHeader};
 use crate::pricing::{
-    FileTexts, FrozenPricing, ImagePricing, MeterFingerprint, Price, RequestPrice, calibrate_each,
+    FileTexts, FrozenPricing, ImagePricing, Price, RequestPrice, calibrate_each,
     header_key_of_canonical_tools,
 };
 
@@ -122,13 +122,13 @@ pub(crate) async fn check_request(
     };
     let surface_total = cached.surface_total(&pricer, &view);
     // The tools and the system prompt are the same on every request of a host: their
-    // prices on this meter are kept (`tools.rs`).
-    let fingerprint = MeterFingerprint::of(&meter);
-    let tools_tokens = tools.tokens(&fingerprint, |value| pricer.tools(value));
+    // prices on the frozen meter are kept (`tools.rs`).
+    let fingerprint = frozen.meter();
+    let tools_tokens = tools.tokens(fingerprint, |value| pricer.tools(value));
     let system = config.system.as_deref().map(|prompt| Price {
         text: care
             .system_prices
-            .tokens(&fingerprint, prompt, |prompt| pricer.system(prompt).text),
+            .tokens(fingerprint, prompt, |prompt| pricer.system(prompt).text),
         visual: 0,
     });
     let price = request_price(&pricer, prices.as_deref(), config, system, tools_tokens)

@@ -43,6 +43,17 @@ struct Inner {
     calls: HashMap<String, String>,
 }
 
+impl Inner {
+    /// The latest stamp of `session`, a write of an unknown session counting for it.
+    fn latest(&self, session: &str) -> u64 {
+        self.sessions
+            .get(session)
+            .copied()
+            .unwrap_or(0)
+            .max(self.unknown)
+    }
+}
+
 impl Stamps {
     /// Stamps a write of `session` (`None`: not known, which stamps every session).
     pub(crate) fn stamp(&self, session: Option<&str>) {
@@ -60,13 +71,7 @@ impl Stamps {
     /// The latest stamp of `session`: it changes whenever a write of the session (or of
     /// an unknown one) is queued.
     pub(crate) fn of(&self, session: &str) -> u64 {
-        let inner = self.inner.lock();
-        inner
-            .sessions
-            .get(session)
-            .copied()
-            .unwrap_or(0)
-            .max(inner.unknown)
+        self.inner.lock().latest(session)
     }
 
     /// The latest number taken: read it before a flush and hand it to
@@ -85,13 +90,7 @@ impl Stamps {
     /// no flush): its latest stamp is not above the latest flush.
     pub(crate) fn settled(&self, session: &str) -> bool {
         let inner = self.inner.lock();
-        let stamp = inner
-            .sessions
-            .get(session)
-            .copied()
-            .unwrap_or(0)
-            .max(inner.unknown);
-        stamp <= inner.flushed
+        inner.latest(session) <= inner.flushed
     }
 
     /// Remembers that `call_id` belongs to `session` (at its `ready` write).
