@@ -7,7 +7,6 @@
 //! unknown fields (in the envelope or in `data`) survive every round trip.
 
 use std::borrow::Cow;
-use std::io::Write as _;
 use std::ops::Range;
 
 use serde::de::DeserializeOwned;
@@ -41,12 +40,19 @@ pub enum SurfaceOp {
 }
 
 /// An event not yet appended: everything but the seq and time, which the session assigns.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// Its payload is held either as an object ([`EventDraft::new`]) or, for a typed payload
+/// ([`EventDraft::typed`]), as the compact JSON text it serialised to: the append path
+/// then writes that text into the envelope as it is, so a typed payload is serialised
+/// once (issue 14), not first into an object and then into text. [`EventDraft::data`]
+/// reads either form as an object; two drafts are equal when their payloads are equal
+/// as objects, whatever form each holds.
+#[derive(Debug, Clone)]
 pub struct EventDraft {
     /// The event type, e.g. `turn/start` or `time-context/reading`.
     pub kind: String,
-    /// The payload object.
-    pub data: JsonObject,
+    /// The payload object, or its text.
+    data: DraftData,
     /// Whether a reader that does not know `kind` may skip the event (H-EVT-2).
     pub ignorable: bool,
     /// The surface effect, for surface-capable types.
@@ -55,30 +61,88 @@ pub struct EventDraft {
     pub source_event_seqs: Vec<u64>,
 }
 
+/// A draft's payload: an object, or the compact JSON text of one, already checked to be
+/// an object and lossless (what [`Event::encode`] would otherwise check).
+#[derive(Debug, Clone)]
+enum DraftData {
+    Object(JsonObject),
+    Text(String),
+}
+
+impl PartialEq for EventDraft {
+    fn eq(&self, other: &Self) -> bool {
+        self.kind == other.kind
+            && self.ignorable == other.ignorable
+            && self.surface == other.surface
+            && self.source_event_seqs == other.source_event_seqs
+            && match (&self.data, &other.data) {
+                (DraftData::Text(left), DraftData::Text(right)) => left == right,
+                _ => self.data() == other.data(),
+            }
+    }
+}
+
 impl EventDraft {
     /// A required, non-surface event of `kind` with `data`.
     pub fn new(kind: impl Into<String>, data: JsonObject) -> Self {
         Self {
             kind: kind.into(),
-            data,
+            data: DraftData::Object(data),
             ignorable: false,
             surface: None,
             source_event_seqs: Vec::new(),
         }
     }
 
-    /// A draft whose data is a typed payload serialised to an object.
+    /// A draft whose data is a typed payload, serialised once to its compact JSON text.
+    ///
+    /// A payload that does not serialise to an object, or holds a number JSON cannot
+    /// carry exactly, is kept as an object instead, so that [`Event::encode`] reports
+    /// it with its usual error (and the path of the number).
     pub fn typed<T: EventData>(data: &T) -> Result<Self, EventError> {
-        let value = serde_json::to_value(data).map_err(|error| EventError::Encode {
+        let encode_error = |error: serde_json::Error| EventError::Encode {
             kind: T::KIND.to_owned(),
             message: error.to_string(),
-        })?;
+        };
+        let mut text: Vec<u8> = Vec::with_capacity(256);
+        let mut formatter = CheckingFormatter { lossless: true };
+        data.serialize(&mut serde_json::Serializer::with_formatter(
+            &mut text,
+            &mut formatter,
+        ))
+        .map_err(encode_error)?;
+        if formatter.lossless
+            && text.first() == Some(&b'{')
+            && let Ok(text) = String::from_utf8(text)
+        {
+            return Ok(Self {
+                data: DraftData::Text(text),
+                ..Self::new(T::KIND, JsonObject::new())
+            });
+        }
+        let value = serde_json::to_value(data).map_err(encode_error)?;
         match value {
             serde_json::Value::Object(map) => Ok(Self::new(T::KIND, map)),
             other => Err(EventError::DataNotObject {
                 kind: T::KIND.to_owned(),
                 found: json_kind(&other),
             }),
+        }
+    }
+
+    /// The payload as an object (parsed from its text for a typed draft).
+    pub fn data(&self) -> Cow<'_, JsonObject> {
+        match &self.data {
+            DraftData::Object(object) => Cow::Borrowed(object),
+            DraftData::Text(text) => Cow::Owned(parse_object(text)),
+        }
+    }
+
+    /// The payload as an object, taken out of the draft.
+    pub fn into_data(self) -> JsonObject {
+        match self.data {
+            DraftData::Object(object) => object,
+            DraftData::Text(text) => parse_object(&text),
         }
     }
 
@@ -99,6 +163,12 @@ impl EventDraft {
         self.ignorable = true;
         self
     }
+}
+
+/// The object a typed draft's text holds. The text is the serialiser's output for an
+/// object, so it always parses; an empty object stands in if it somehow did not.
+fn parse_object(text: &str) -> JsonObject {
+    serde_json::from_str(text).unwrap_or_default()
 }
 
 /// A typed payload of a known event kind.
@@ -207,14 +277,16 @@ impl Event {
         Self::encode_keeping_data(seq, time_ms, draft).map(|(event, _)| event)
     }
 
-    /// [`Event::encode`], handing the draft's `data` back beside the event: a caller
-    /// that decodes the payload next can take its strings from the object instead of
-    /// parsing the text just written.
+    /// [`Event::encode`], handing the draft's `data` object back beside the event: a
+    /// caller that decodes the payload next can take its strings from the object instead
+    /// of parsing the text just written. `None` for a typed draft, which held its
+    /// payload as text: there is no object to hand back, and the event's data text is
+    /// that text.
     pub fn encode_keeping_data(
         seq: u64,
         time_ms: i64,
         draft: EventDraft,
-    ) -> Result<(Self, JsonObject), EventError> {
+    ) -> Result<(Self, Option<JsonObject>), EventError> {
         let EventDraft {
             kind,
             data,
@@ -226,28 +298,49 @@ impl Event {
             kind: kind.clone(),
             message: error.to_string(),
         };
-        let data = serde_json::Value::Object(data);
-        let mut raw: Vec<u8> = Vec::with_capacity(256 + kind.len());
-        write!(raw, "{{\"seq\":{seq},\"time_ms\":{time_ms},\"type\":").map_err(|error| {
-            EventError::Encode {
-                kind: kind.clone(),
-                message: error.to_string(),
-            }
-        })?;
+        let data_len = match &data {
+            DraftData::Text(text) => text.len(),
+            DraftData::Object(_) => 192,
+        };
+        let mut raw: Vec<u8> = Vec::with_capacity(96 + kind.len() + data_len);
+        let mut number = itoa::Buffer::new();
+        raw.extend_from_slice(b"{\"seq\":");
+        raw.extend_from_slice(number.format(seq).as_bytes());
+        raw.extend_from_slice(b",\"time_ms\":");
+        raw.extend_from_slice(number.format(time_ms).as_bytes());
+        raw.extend_from_slice(b",\"type\":");
         serde_json::to_writer(&mut raw, &kind).map_err(encode_error)?;
         raw.extend_from_slice(b",\"data\":");
         let data_start = raw.len();
-        let mut formatter = CheckingFormatter { lossless: true };
-        {
-            let mut serializer = serde_json::Serializer::with_formatter(&mut raw, &mut formatter);
-            data.serialize(&mut serializer).map_err(encode_error)?;
-        }
-        if !formatter.lossless {
-            check_value(&data).map_err(|error| EventError::NonLossless {
-                kind: kind.clone(),
-                error: error.under("/data"),
-            })?;
-        }
+        let kept = match data {
+            // Checked to be a lossless object when the draft was made.
+            DraftData::Text(text) => {
+                raw.extend_from_slice(text.as_bytes());
+                None
+            }
+            DraftData::Object(object) => {
+                let data = serde_json::Value::Object(object);
+                let mut formatter = CheckingFormatter { lossless: true };
+                {
+                    let mut serializer =
+                        serde_json::Serializer::with_formatter(&mut raw, &mut formatter);
+                    data.serialize(&mut serializer).map_err(encode_error)?;
+                }
+                if !formatter.lossless {
+                    check_value(&data).map_err(|error| EventError::NonLossless {
+                        kind: kind.clone(),
+                        error: error.under("/data"),
+                    })?;
+                }
+                let serde_json::Value::Object(object) = data else {
+                    return Err(EventError::DataNotObject {
+                        kind,
+                        found: json_kind(&data),
+                    });
+                };
+                Some(object)
+            }
+        };
         let data_end = raw.len();
         if ignorable {
             raw.extend_from_slice(b",\"ignorable\":true");
@@ -266,12 +359,6 @@ impl Event {
             message: error.to_string(),
         })?;
         let data_range = to_range(data_start, data_end, raw.len())?;
-        let serde_json::Value::Object(data) = data else {
-            return Err(EventError::DataNotObject {
-                kind,
-                found: json_kind(&data),
-            });
-        };
         let event = Self {
             seq,
             time_ms,
@@ -282,7 +369,7 @@ impl Event {
             raw: raw.into_boxed_str(),
             data_range,
         };
-        Ok((event, data))
+        Ok((event, kept))
     }
 
     /// Parses a stored or imported envelope line, keeping its bytes verbatim.
@@ -507,6 +594,71 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    #[derive(Serialize, Deserialize)]
+    struct Counted {
+        n: u64,
+        label: String,
+    }
+
+    impl EventData for Counted {
+        const KIND: &'static str = "test/counted";
+    }
+
+    #[derive(Serialize, Deserialize)]
+    struct Bare(u32);
+
+    impl EventData for Bare {
+        const KIND: &'static str = "test/bare";
+    }
+
+    #[test]
+    fn h_log_2_a_typed_draft_encodes_as_its_object_would() {
+        let payload = Counted {
+            n: 7,
+            label: "a \"quoted\" é".to_owned(),
+        };
+        let typed = EventDraft::typed(&payload).map(|draft| draft.with_surface(SurfaceOp::Append));
+        let object = EventDraft::new(
+            "test/counted",
+            self::object(json!({"n": 7, "label": "a \"quoted\" é"})),
+        )
+        .with_surface(SurfaceOp::Append);
+        assert_eq!(typed.as_ref().ok(), Some(&object));
+        assert_eq!(
+            typed.as_ref().map(|draft| draft.data().into_owned()).ok(),
+            Some(object.data().into_owned())
+        );
+        let encoded = |draft: EventDraft| {
+            Event::encode_keeping_data(5, 6, draft)
+                .map(|(event, kept)| (event.raw_json().to_owned(), kept.is_some()))
+                .ok()
+        };
+        let line = r#"{"seq":5,"time_ms":6,"type":"test/counted","data":{"n":7,"label":"a \"quoted\" é"},"surface":{"op":"append"}}"#;
+        // The typed draft hands back no object: its payload was text all along.
+        assert_eq!(typed.ok().and_then(encoded), Some((line.to_owned(), false)));
+        assert_eq!(encoded(object), Some((line.to_owned(), true)));
+    }
+
+    #[test]
+    fn h_log_2_a_typed_draft_keeps_the_encode_errors() {
+        let unsafe_number = Counted {
+            n: 9_007_199_254_740_993,
+            label: String::new(),
+        };
+        let error = EventDraft::typed(&unsafe_number)
+            .and_then(|draft| Event::encode(0, 0, draft))
+            .err();
+        assert!(
+            matches!(&error, Some(EventError::NonLossless { error, .. }) if error.pointer == "/data/n"),
+            "{error:?}"
+        );
+        let error = EventDraft::typed(&Bare(3)).err();
+        assert!(
+            matches!(&error, Some(EventError::DataNotObject { kind, found: "a number" }) if kind == "test/bare"),
+            "{error:?}"
+        );
+    }
+
     fn object(value: serde_json::Value) -> JsonObject {
         match value {
             serde_json::Value::Object(map) => map,
@@ -587,11 +739,11 @@ mod tests {
         let kept = Event::encode_keeping_data(0, 0, EventDraft::new("a/b", data.clone()));
         assert_eq!(
             kept.as_ref()
-                .map(|(event, data)| (event.data_json(), data))
+                .map(|(event, data)| (event.data_json(), data.as_ref()))
                 .ok(),
             Some((
                 r#"{"max":9007199254740991,"min":-9007199254740991,"f":0.5}"#,
-                &data
+                Some(&data)
             ))
         );
     }

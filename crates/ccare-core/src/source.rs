@@ -4,7 +4,10 @@
 //! whom, so any reader (compaction, the UI, an audit) can tell a user's words from a
 //! plugin notice or a checkpoint.
 
-use serde::de::Error as _;
+use std::fmt;
+
+use serde::de::{Error as _, MapAccess, Visitor};
+use serde::ser::SerializeMap;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
@@ -99,61 +102,182 @@ impl Source {
 }
 
 fn take_string(map: &mut JsonObject, key: &str) -> Result<Option<String>, String> {
-    match map.remove(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text)),
-        Some(_) => Err(format!("source field '{key}' must be a string")),
+    map.remove(key)
+        .map_or(Ok(None), |value| string_field(key, value))
+}
+
+/// A string field's value: `null` is no value; anything else but a string is an error.
+fn string_field(key: &str, value: Value) -> Result<Option<String>, String> {
+    match value {
+        Value::Null => Ok(None),
+        Value::String(text) => Ok(Some(text)),
+        _ => Err(format!("source field '{key}' must be a string")),
     }
 }
 
+// Sources are read and written with every message, so both directions go straight
+// between the wire and the enum: a `user` source whose `kind` comes first (how this
+// crate writes them) is read without an intermediate object, and a source whose extra
+// fields do not repeat a known key is written field by field. Anything else takes the
+// general path through one object, which gives the same result.
+
 impl<'de> Deserialize<'de> for Source {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut map = JsonObject::deserialize(deserializer)?;
-        let kind = match map.get("kind") {
-            Some(Value::String(kind)) => kind.clone(),
-            _ => return Err(D::Error::custom("source needs a string 'kind'")),
-        };
-        let decoded = if kind == "user" {
-            map.remove("kind");
-            Source::User {
-                rpc_id: take_string(&mut map, "rpc_id").map_err(D::Error::custom)?,
-                client_time_zone: take_string(&mut map, "client_time_zone")
-                    .map_err(D::Error::custom)?,
-                extra: map.into(),
-            }
-        } else if kind == "plugin" || kind.starts_with("plugin:") {
-            map.remove("kind");
-            Source::Plugin(Box::new(PluginSource {
-                kind,
-                plugin: take_string(&mut map, "plugin").map_err(D::Error::custom)?,
-                form: take_string(&mut map, "form").map_err(D::Error::custom)?,
-                summary: take_string(&mut map, "summary").map_err(D::Error::custom)?,
-                sections: map.remove("sections"),
-                extra: map.into(),
-            }))
-        } else if kind == "compact-checkpoint" {
-            map.remove("kind");
-            let compaction_id = take_string(&mut map, "compaction_id")
-                .map_err(D::Error::custom)?
-                .ok_or_else(|| D::Error::custom("compact-checkpoint source needs compaction_id"))?;
-            let producer = take_string(&mut map, "producer")
-                .map_err(D::Error::custom)?
-                .ok_or_else(|| D::Error::custom("compact-checkpoint source needs producer"))?;
-            Source::CompactCheckpoint {
-                compaction_id,
-                producer,
-                trace: map.remove("trace").map(Box::new),
-                extra: map.into(),
-            }
-        } else {
-            Source::Unknown(Box::new(map))
-        };
-        Ok(decoded)
+        deserializer.deserialize_map(SourceVisitor)
     }
+}
+
+struct SourceVisitor;
+
+impl<'de> Visitor<'de> for SourceVisitor {
+    type Value = Source;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str("a source object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Source, A::Error> {
+        let mut map = JsonObject::new();
+        let Some(first) = access.next_key::<String>()? else {
+            return Err(A::Error::custom("source needs a string 'kind'"));
+        };
+        let value: Value = access.next_value()?;
+        if first == "kind" && value.as_str() == Some("user") {
+            return user_after_kind(access);
+        }
+        map.insert(first, value);
+        while let Some((key, value)) = access.next_entry::<String, Value>()? {
+            map.insert(key, value);
+        }
+        from_object(map).map_err(A::Error::custom)
+    }
+}
+
+/// The rest of a `user` source whose `kind` was its first field.
+fn user_after_kind<'de, A: MapAccess<'de>>(mut access: A) -> Result<Source, A::Error> {
+    let mut rpc_id = None;
+    let mut client_time_zone = None;
+    let mut extra = JsonObject::new();
+    while let Some(key) = access.next_key::<String>()? {
+        let value: Value = access.next_value()?;
+        let slot = match key.as_str() {
+            "rpc_id" => &mut rpc_id,
+            "client_time_zone" => &mut client_time_zone,
+            "kind" => return Err(A::Error::custom("source field 'kind' appears twice")),
+            _ => {
+                extra.insert(key, value);
+                continue;
+            }
+        };
+        *slot = string_field(&key, value).map_err(A::Error::custom)?;
+    }
+    Ok(Source::User {
+        rpc_id,
+        client_time_zone,
+        extra: extra.into(),
+    })
+}
+
+/// A source from its whole object (the general path).
+fn from_object(mut map: JsonObject) -> Result<Source, String> {
+    let kind = match map.get("kind") {
+        Some(Value::String(kind)) => kind.clone(),
+        _ => return Err("source needs a string 'kind'".to_owned()),
+    };
+    let decoded = if kind == "user" {
+        map.remove("kind");
+        Source::User {
+            rpc_id: take_string(&mut map, "rpc_id")?,
+            client_time_zone: take_string(&mut map, "client_time_zone")?,
+            extra: map.into(),
+        }
+    } else if kind == "plugin" || kind.starts_with("plugin:") {
+        map.remove("kind");
+        Source::Plugin(Box::new(PluginSource {
+            kind,
+            plugin: take_string(&mut map, "plugin")?,
+            form: take_string(&mut map, "form")?,
+            summary: take_string(&mut map, "summary")?,
+            sections: map.remove("sections"),
+            extra: map.into(),
+        }))
+    } else if kind == "compact-checkpoint" {
+        map.remove("kind");
+        let compaction_id = take_string(&mut map, "compaction_id")?
+            .ok_or("compact-checkpoint source needs compaction_id")?;
+        let producer =
+            take_string(&mut map, "producer")?.ok_or("compact-checkpoint source needs producer")?;
+        Source::CompactCheckpoint {
+            compaction_id,
+            producer,
+            trace: map.remove("trace").map(Box::new),
+            extra: map.into(),
+        }
+    } else {
+        Source::Unknown(Box::new(map))
+    };
+    Ok(decoded)
 }
 
 impl Serialize for Source {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (extra, known): (&Extra, &[&str]) = match self {
+            Source::User { extra, .. } => (extra, &["kind", "rpc_id", "client_time_zone"]),
+            Source::Plugin(plugin) => (
+                &plugin.extra,
+                &["kind", "plugin", "form", "summary", "sections"],
+            ),
+            Source::CompactCheckpoint { extra, .. } => {
+                (extra, &["kind", "compaction_id", "producer", "trace"])
+            }
+            Source::Unknown(unknown) => return unknown.serialize(serializer),
+        };
+        if extra.iter().any(|(key, _)| known.contains(&key.as_str())) {
+            // An extra field that repeats a known key overrides it in place.
+            return self.to_object().serialize(serializer);
+        }
+        let mut map = serializer.serialize_map(None)?;
+        match self {
+            Source::User {
+                rpc_id,
+                client_time_zone,
+                ..
+            } => {
+                map.serialize_entry("kind", "user")?;
+                entry(&mut map, "rpc_id", rpc_id.as_ref())?;
+                entry(&mut map, "client_time_zone", client_time_zone.as_ref())?;
+            }
+            Source::Plugin(plugin) => {
+                map.serialize_entry("kind", &plugin.kind)?;
+                entry(&mut map, "plugin", plugin.plugin.as_ref())?;
+                entry(&mut map, "form", plugin.form.as_ref())?;
+                entry(&mut map, "summary", plugin.summary.as_ref())?;
+                entry(&mut map, "sections", plugin.sections.as_ref())?;
+            }
+            Source::CompactCheckpoint {
+                compaction_id,
+                producer,
+                trace,
+                ..
+            } => {
+                map.serialize_entry("kind", "compact-checkpoint")?;
+                map.serialize_entry("compaction_id", compaction_id)?;
+                map.serialize_entry("producer", producer)?;
+                entry(&mut map, "trace", trace.as_deref())?;
+            }
+            Source::Unknown(_) => {}
+        }
+        for (key, value) in extra.iter() {
+            map.serialize_entry(key, value)?;
+        }
+        map.end()
+    }
+}
+
+impl Source {
+    /// The source as one object: its known fields, then its extra ones (an extra field
+    /// that repeats a known key takes its place).
+    fn to_object(&self) -> JsonObject {
         let mut map = JsonObject::new();
         let mut put = |key: &str, value: Option<Value>| {
             if let Some(value) = value {
@@ -196,7 +320,19 @@ impl Serialize for Source {
             }
             Source::Unknown(unknown) => map.extend(unknown.as_ref().clone()),
         }
-        map.serialize(serializer)
+        map
+    }
+}
+
+/// Writes `key: value` when there is a value.
+fn entry<M: SerializeMap, T: Serialize + ?Sized>(
+    map: &mut M,
+    key: &str,
+    value: Option<&T>,
+) -> Result<(), M::Error> {
+    match value {
+        Some(value) => map.serialize_entry(key, value),
+        None => Ok(()),
     }
 }
 
@@ -244,5 +380,68 @@ mod tests {
     #[test]
     fn h_evt_3_source_without_kind_is_refused() {
         assert!(serde_json::from_str::<Source>(r#"{"plugin":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn h_evt_3_user_sources_keep_their_extra_fields_in_order() {
+        let source = round_trip(r#"{"kind":"user","rpc_id":"r1","z":1,"a":[2],"m":null}"#);
+        assert!(
+            matches!(&source, Some(Source::User { extra, .. }) if extra.len() == 3),
+            "{source:?}"
+        );
+        // Written the other way round (`kind` not first), the general path reads it.
+        let general: Option<Source> = serde_json::from_str(r#"{"rpc_id":"r1","kind":"user"}"#).ok();
+        assert_eq!(
+            general.and_then(|source| serde_json::to_string(&source).ok()),
+            Some(r#"{"kind":"user","rpc_id":"r1"}"#.to_owned())
+        );
+        // From a JSON value, as a payload object is decoded.
+        let from_value: Option<Source> =
+            serde_json::from_value(serde_json::json!({"kind": "user", "client_time_zone": "UTC"}))
+                .ok();
+        assert_eq!(
+            from_value,
+            Some(Source::User {
+                rpc_id: None,
+                client_time_zone: Some("UTC".to_owned()),
+                extra: Extra::new(),
+            })
+        );
+    }
+
+    #[test]
+    fn h_evt_3_bad_user_sources_are_refused_with_the_field() {
+        let error = |text: &str| {
+            serde_json::from_str::<Source>(text)
+                .err()
+                .map(|error| error.to_string())
+                .unwrap_or_default()
+        };
+        assert!(
+            error(r#"{"kind":"user","rpc_id":7}"#)
+                .contains("source field 'rpc_id' must be a string"),
+            "{}",
+            error(r#"{"kind":"user","rpc_id":7}"#)
+        );
+        assert!(error(r#"{"kind":"user","kind":"plugin"}"#).contains("'kind' appears twice"));
+        assert!(error(r#"{}"#).contains("source needs a string 'kind'"));
+        assert!(error(r#"{"kind":3}"#).contains("source needs a string 'kind'"));
+        assert!(error(r#"[1]"#).contains("a source object"));
+    }
+
+    #[test]
+    fn h_evt_3_an_extra_field_repeating_a_known_key_takes_its_place() {
+        let mut fields = JsonObject::new();
+        fields.insert("rpc_id".to_owned(), Value::from("from-extra"));
+        fields.insert("x".to_owned(), Value::from(1));
+        let source = Source::User {
+            rpc_id: Some("typed".to_owned()),
+            client_time_zone: None,
+            extra: fields.into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&source).ok().as_deref(),
+            Some(r#"{"kind":"user","rpc_id":"from-extra","x":1}"#)
+        );
     }
 }

@@ -46,7 +46,7 @@ pub use observe::{Lifecycle, Observer, ObserverError};
 pub use projection::{
     AnyState, ErasedProjection, PROJECTION_DOMAIN, Projection, ProjectionError, erase,
 };
-pub use registry::{Registration, Registry, RegistryError};
+pub use registry::{Members, Registration, Registry, RegistryError};
 pub use repair::{INTERRUPTED, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, repair_drafts};
 pub use replay::{LoadPolicy, Replayed, UnknownValidator, replay};
 pub use session::{CHECKPOINT_EVERY, Session, SessionHeader};

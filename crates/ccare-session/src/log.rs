@@ -177,16 +177,17 @@ impl SessionLog {
 
     /// [`SessionLog::prepare`] for an event just encoded from a draft whose `data` was
     /// handed back ([`Event::encode_keeping_data`]): a message is decoded from that
-    /// object instead of the text, with the same result and the same errors.
+    /// object instead of the text, with the same result and the same errors. `None`
+    /// (a typed draft, which held its payload as text) decodes the text.
     pub(crate) fn prepare_encoded(
         &self,
         event: Event,
-        data: JsonObject,
+        data: Option<JsonObject>,
         registry: &Registry,
     ) -> Result<Candidate, AppendError> {
-        let decoded = registry
-            .event_type(event.kind())
-            .and_then(|_| decode_object(event.kind(), data))
+        let decoded = data
+            .filter(|_| registry.knows(event.kind()))
+            .and_then(|data| decode_object(event.kind(), data))
             .map(Ok);
         self.prepare_decoded(event, decoded, registry)
     }

@@ -378,7 +378,7 @@ mod tests {
                 let draft = ccare_core::EventDraft::new(kind, data);
                 let encoded = ccare_core::Event::encode_keeping_data(3, 4, draft);
                 prop_assert!(encoded.is_ok(), "{:?}", encoded);
-                if let Ok((event, data)) = encoded {
+                if let Ok((event, Some(data))) = encoded {
                     let from_text = crate::decode::decode(&event);
                     if let Some(from_object) = crate::decode::decode_object(kind, data) {
                         prop_assert_eq!(

@@ -40,13 +40,38 @@ impl RegistryError {
     }
 }
 
+/// Registered validators or observers in registration order, shared copy-on-write:
+/// every append reads them, which then costs one reference count, not a new list.
+type Listed<T> = Arc<Vec<(Registration, Arc<T>)>>;
+
+/// A snapshot of the validators or observers, in registration order
+/// ([`Registry::validators`], [`Registry::observers`]).
+pub struct Members<T: ?Sized>(Listed<T>);
+
+impl<T: ?Sized> Members<T> {
+    /// The members, in registration order.
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<T>> {
+        self.0.iter().map(|(_, member)| member)
+    }
+
+    /// How many there are.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// The shared registry every session of a host consults.
 #[derive(Default)]
 pub struct Registry {
     next_id: AtomicU64,
     event_types: RwLock<HashMap<String, (Registration, EventTypeSpec)>>,
-    validators: RwLock<Vec<(Registration, Arc<dyn Validator>)>>,
-    observers: RwLock<Vec<(Registration, Arc<dyn Observer>)>>,
+    validators: RwLock<Listed<dyn Validator>>,
+    observers: RwLock<Listed<dyn Observer>>,
     projections: RwLock<Vec<(Registration, Arc<dyn ErasedProjection>)>>,
 }
 
@@ -99,14 +124,14 @@ impl Registry {
     /// Registers a validator; validators run in registration order.
     pub fn register_validator(&self, validator: Arc<dyn Validator>) -> Registration {
         let registration = self.next_registration();
-        self.validators.write().push((registration, validator));
+        Arc::make_mut(&mut self.validators.write()).push((registration, validator));
         registration
     }
 
     /// Registers a synchronous observer.
     pub fn register_observer(&self, observer: Arc<dyn Observer>) -> Registration {
         let registration = self.next_registration();
-        self.observers.write().push((registration, observer));
+        Arc::make_mut(&mut self.observers.write()).push((registration, observer));
         registration
     }
 
@@ -135,10 +160,8 @@ impl Registry {
         self.event_types
             .write()
             .retain(|_, (id, _)| *id != registration);
-        self.validators
-            .write()
-            .retain(|(id, _)| *id != registration);
-        self.observers.write().retain(|(id, _)| *id != registration);
+        Arc::make_mut(&mut self.validators.write()).retain(|(id, _)| *id != registration);
+        Arc::make_mut(&mut self.observers.write()).retain(|(id, _)| *id != registration);
         self.projections
             .write()
             .retain(|(id, _)| *id != registration);
@@ -160,13 +183,14 @@ impl Registry {
             .map(|(_, spec)| spec.clone())
     }
 
+    /// Whether `name` is a registered type.
+    pub fn knows(&self, name: &str) -> bool {
+        self.event_types.read().contains_key(name)
+    }
+
     /// The validators, in order.
-    pub fn validators(&self) -> Vec<Arc<dyn Validator>> {
-        self.validators
-            .read()
-            .iter()
-            .map(|(_, v)| v.clone())
-            .collect()
+    pub fn validators(&self) -> Members<dyn Validator> {
+        Members(self.validators.read().clone())
     }
 
     /// The names of the validators, in order (what `validators.allow` and
@@ -180,12 +204,8 @@ impl Registry {
     }
 
     /// The observers, in order.
-    pub fn observers(&self) -> Vec<Arc<dyn Observer>> {
-        self.observers
-            .read()
-            .iter()
-            .map(|(_, o)| o.clone())
-            .collect()
+    pub fn observers(&self) -> Members<dyn Observer> {
+        Members(self.observers.read().clone())
     }
 
     /// The projection registered under `key`.

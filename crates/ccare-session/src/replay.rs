@@ -95,8 +95,9 @@ where
 {
     let validators: Vec<Arc<dyn Validator>> = registry
         .validators()
-        .into_iter()
+        .iter()
         .filter(|validator| policy.selects(validator.as_ref()))
+        .cloned()
         .collect();
     let mut log = SessionLog::new(session.clone());
     let mut violations = Vec::new();

@@ -262,7 +262,7 @@ impl Session {
                 })?;
             // H-EVT-1: a writer must register its types; only a *load* keeps unknown
             // ignorable events (H-EVT-2), which `prepare` allows for replay.
-            if inner.registry.event_type(event.kind()).is_none() {
+            if !inner.registry.knows(event.kind()) {
                 return Err(AppendError::UnregisteredType {
                     session: session(),
                     kind: event.kind().to_owned(),
@@ -271,7 +271,7 @@ impl Session {
             let candidate = shared.log.prepare_encoded(event, data, &inner.registry)?;
             {
                 let _dispatch = DispatchGuard::enter(inner.instance);
-                for validator in inner.registry.validators() {
+                for validator in inner.registry.validators().iter() {
                     let Err(veto) = run_check(validator.as_ref(), &shared.log, &candidate) else {
                         continue;
                     };
@@ -312,7 +312,7 @@ impl Session {
         };
         {
             let _dispatch = DispatchGuard::enter(inner.instance);
-            for observer in inner.registry.observers() {
+            for observer in inner.registry.observers().iter() {
                 let outcome = catch_unwind(AssertUnwindSafe(|| {
                     observer.on_event(&inner.header.id, &event)
                 }));
@@ -467,7 +467,7 @@ impl Session {
     /// Flushes, checkpoints projections and tells observers the session closed.
     pub async fn close(&self) -> Result<(), StoreError> {
         let flushed = self.checkpoint_projections().await;
-        for observer in self.inner.registry.observers() {
+        for observer in self.inner.registry.observers().iter() {
             let notice = Lifecycle::Closed(self.id().clone());
             if let Ok(Err(error)) =
                 catch_unwind(AssertUnwindSafe(|| observer.on_lifecycle(&notice)))

@@ -391,7 +391,7 @@ impl Sessions {
     }
 
     fn notify(&self, notice: &Lifecycle) {
-        for observer in self.registry.observers() {
+        for observer in self.registry.observers().iter() {
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 observer.on_lifecycle(notice)
             }));

@@ -34,10 +34,12 @@
 //! [`SqliteConfig::commit_window_ms`] of its first operation (H-STORE-4): lingering
 //! stops once the window has passed.
 //!
-//! Appends are checked when applied but written when the group commits
-//! (`sqlite/group.rs`): a group reads each session's head once, writes its appended rows
-//! with multi-row `INSERT`s and each moved head with one `UPDATE`, so an event costs a
-//! share of one statement instead of three. A database error while writing them fails
+//! Appends are checked when applied but written later (`sqlite/group.rs`): a group reads
+//! each session's head once, writes its appended rows with multi-row `INSERT`s (a full
+//! statement's worth as soon as it is pending, so a burst's rows go in while its next
+//! appends are still coming; the rest just before the commit) and each moved head with
+//! one `UPDATE` before the commit, so an event costs a share of one statement instead
+//! of three. A database error while writing them fails
 //! the group like any other (every operation taken into it fails and nothing is
 //! written).
 //!
@@ -92,7 +94,7 @@ use crate::types::{
     Incarnation, KvEntry, KvPage, NewSession, ReadDirection, ReadRange, SessionQuery,
     SessionRecord, Store, StoreFuture, StoredEvent, Ticket,
 };
-use group::Pending;
+use group::{Pending, WriteFailure};
 
 /// Where and how a [`SqliteStore`] keeps its data.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -678,6 +680,11 @@ impl Writer {
                     if is_flush || done.len() >= self.max_group_ops {
                         break;
                     }
+                    // A burst's rows go in while its next appends are still coming.
+                    if let Err(failed) = pending.write_full(&tx) {
+                        failure = Some(write_failed(&failed));
+                        break;
+                    }
                     next = match queue.try_recv() {
                         Ok(op) => Some(op),
                         Err(mpsc::TryRecvError::Empty) if linger => {
@@ -690,10 +697,7 @@ impl Writer {
                 if failure.is_none()
                     && let Err(failed) = pending.write(&tx)
                 {
-                    failure = Some(GroupFailure(format!(
-                        "append to session {}: cannot write {}: {}",
-                        failed.session, failed.what, failed.error
-                    )));
+                    failure = Some(write_failed(&failed));
                 }
                 match failure {
                     Some(failure) => {
@@ -835,6 +839,14 @@ fn apply_failed(op: Op) -> Done {
 
 /// Applies one operation inside the group transaction. On a database error the
 /// returned result is a placeholder that `resolve` replaces with the group's failure.
+/// The group failure of a deferred row or head write.
+fn write_failed(failed: &WriteFailure) -> GroupFailure {
+    GroupFailure(format!(
+        "append to session {}: cannot write {}: {}",
+        failed.session, failed.what, failed.error
+    ))
+}
+
 fn apply(conn: &Connection, pending: &mut Pending, op: Op) -> (Done, Option<GroupFailure>) {
     fn split<T>(
         result: Applied<T>,

@@ -168,7 +168,7 @@ mod tests {
             (None, None, false, &None)
         );
         assert_eq!(summary.shadowed_seqs, [1, 3, 6, 10, 12, 14]);
-        let written = EventDraft::typed(&summary).map(|draft| Value::Object(draft.data));
+        let written = EventDraft::typed(&summary).map(|draft| Value::Object(draft.into_data()));
         let stored = event
             .ok()
             .and_then(|event| event.data().ok())

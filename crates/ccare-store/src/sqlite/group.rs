@@ -4,9 +4,15 @@
 //! An append checks its expected seq against the session's head and moves it. Doing
 //! that with the `sessions` row costs two statements per append, and one `INSERT`
 //! statement per event costs a statement's setup per row. A group instead reads a
-//! session's head once, keeps it in [`Pending`] while its appends move it, and, before
-//! it commits, writes the appended rows with multi-row `INSERT`s ([`MAX_ROWS`] rows a
-//! statement) and each moved head with one `UPDATE`.
+//! session's head once, keeps it in [`Pending`] while its appends move it, writes the
+//! appended rows with multi-row `INSERT`s ([`MAX_ROWS`] rows a statement) and, before it
+//! commits, each moved head with one `UPDATE`.
+//!
+//! Rows are written as soon as a full statement's worth is pending
+//! ([`Pending::write_full`]), while the group is still taking operations: in a burst the
+//! writer thread inserts them while the appending thread is still producing the next
+//! ones, so the flush that ends the burst waits only for the last few rows, the heads
+//! and the commit. The rest are written just before the commit ([`Pending::write`]).
 //!
 //! This changes no outcome. Nothing else in a group reads `sessions.head` or the
 //! `events` rows (a session created in the group starts with its head in the inserted
@@ -35,8 +41,10 @@ pub(super) const MAX_ROWS: usize = 64;
 pub(super) struct Pending {
     /// Session → (head, whether the group moved it since it was read).
     heads: HashMap<SessionId, (u64, bool)>,
-    /// Appended events, in queue order, with their session.
+    /// Appended events not yet written, in queue order, with their session.
     rows: Vec<(SessionId, Vec<StoredEvent>)>,
+    /// How many events `rows` holds.
+    row_count: usize,
 }
 
 /// A deferred write that failed: what it was writing and SQLite's error.
@@ -69,27 +77,66 @@ impl Pending {
                 self.heads.insert(session.clone(), (head, true));
             }
         }
+        self.row_count += events.len();
         self.rows.push((session, events));
     }
 
-    /// Writes every queued row, then every moved head; the group commits only if this
-    /// succeeds.
+    /// Writes the pending rows in whole [`MAX_ROWS`]-row statements, keeping the
+    /// remainder (fewer than [`MAX_ROWS`] rows) for later; nothing when fewer are
+    /// pending. Rows are written in queue order either way.
+    pub(super) fn write_full(&mut self, conn: &Connection) -> Result<(), WriteFailure> {
+        let full = self.row_count - self.row_count % MAX_ROWS;
+        if full == 0 {
+            return Ok(());
+        }
+        {
+            let flat: Vec<(&SessionId, &StoredEvent)> = self
+                .rows
+                .iter()
+                .flat_map(|(session, events)| events.iter().map(move |event| (session, event)))
+                .take(full)
+                .collect();
+            for chunk in flat.chunks(MAX_ROWS) {
+                insert_chunk(conn, chunk)?;
+            }
+        }
+        // Drop what was written: whole entries, then the head of a split one.
+        let mut left = full;
+        let whole = self
+            .rows
+            .iter()
+            .take_while(|(_, events)| {
+                let taken = events.len() <= left;
+                if taken {
+                    left -= events.len();
+                }
+                taken
+            })
+            .count();
+        self.rows.drain(..whole);
+        if left > 0
+            && let Some((_, events)) = self.rows.first_mut()
+        {
+            events.drain(..left);
+        }
+        self.row_count -= full;
+        Ok(())
+    }
+
+    /// Writes every row not yet written, then every moved head; the group commits only
+    /// if this succeeds.
     pub(super) fn write(&mut self, conn: &Connection) -> Result<(), WriteFailure> {
         let rows = std::mem::take(&mut self.rows);
+        self.row_count = 0;
         let mut flat: Vec<(&SessionId, &StoredEvent)> =
             Vec::with_capacity(rows.iter().map(|(_, events)| events.len()).sum());
         for (session, events) in &rows {
             flat.extend(events.iter().map(|event| (session, event)));
         }
         let mut rest = flat.as_slice();
-        while let Some(&(session, first)) = rest.first() {
-            let size = chunk_size(rest.len());
-            let (chunk, after) = rest.split_at(size);
-            insert_rows(conn, chunk).map_err(|error| WriteFailure {
-                session: session.clone(),
-                what: format!("the events from seq {}", first.seq),
-                error,
-            })?;
+        while !rest.is_empty() {
+            let (chunk, after) = rest.split_at(chunk_size(rest.len()));
+            insert_chunk(conn, chunk)?;
             rest = after;
         }
         for (session, (head, moved)) in self.heads.drain() {
@@ -143,6 +190,21 @@ fn insert_sql(rows: usize) -> &'static str {
     });
     let index = usize::try_from(rows.max(1).trailing_zeros()).unwrap_or(0);
     all.get(index).map_or("", String::as_str)
+}
+
+/// [`insert_rows`], its error described by the chunk's first row.
+fn insert_chunk(
+    conn: &Connection,
+    chunk: &[(&SessionId, &StoredEvent)],
+) -> Result<(), WriteFailure> {
+    let Some(&(session, first)) = chunk.first() else {
+        return Ok(());
+    };
+    insert_rows(conn, chunk).map_err(|error| WriteFailure {
+        session: session.clone(),
+        what: format!("the events from seq {}", first.seq),
+        error,
+    })
 }
 
 fn insert_rows(conn: &Connection, chunk: &[(&SessionId, &StoredEvent)]) -> rusqlite::Result<()> {

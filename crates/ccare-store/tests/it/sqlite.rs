@@ -720,6 +720,67 @@ async fn h_store_4_group_failure_rolls_back_the_whole_group() {
     );
 }
 
+/// A burst's rows are written while its group is still open (a full statement's worth
+/// at a time); a database error in a later statement still rolls back the whole group,
+/// rows already inserted included.
+#[tokio::test]
+async fn h_store_4_a_failure_after_rows_went_in_early_rolls_back_the_whole_group() {
+    let db = Db::new();
+    let store = &db.store;
+    seeded(store, "s", 0).await;
+    let raw = db.raw();
+    // A stray row at seq 100, below no head: the group's insert of seq 100 will hit it.
+    raw.execute(
+        "INSERT INTO events (session_id, seq, body) VALUES ('s', 100, '{}')",
+        [],
+    )
+    .unwrap();
+    raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+    // 70 rows: the first 64 go in as soon as they are applied; the next batch fails.
+    let early = store.append(&sid("s"), 0, numbered(0, 70, "early"));
+    let breaking = store.append(&sid("s"), 70, numbered(70, 60, "breaking"));
+    let flushed = store.flush();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    raw.execute_batch("COMMIT").unwrap();
+
+    match flushed.await {
+        Err(StoreError::Backend { message, .. }) => assert!(
+            message.contains("the events from seq 64") && message.contains("rolled back"),
+            "{message}"
+        ),
+        other => panic!("flush should report the rollback, got {other:?}"),
+    }
+    for ticket in [early, breaking] {
+        let outcome = ticket.await;
+        assert!(
+            matches!(
+                outcome,
+                Err(StoreError::Backend {
+                    operation: "append",
+                    ..
+                })
+            ),
+            "{outcome:?}"
+        );
+    }
+    assert_eq!(
+        store
+            .session(&sid("s"))
+            .await
+            .unwrap()
+            .map(|record| record.head),
+        Some(0)
+    );
+    let stored: Vec<i64> = raw
+        .prepare("SELECT seq FROM events WHERE session_id = 's' ORDER BY seq")
+        .unwrap()
+        .query_map([], |row| row.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(stored, vec![100]);
+}
+
 /// Two stores on one file (two writer threads) take turns through the busy timeout:
 /// heavy concurrent pipelines from both all succeed and each sees the other's data.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
