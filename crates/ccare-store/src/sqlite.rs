@@ -16,7 +16,9 @@
 //! in the order it made them) and hands back a [`Ticket`] that resolves from a
 //! `oneshot` once the operation's transaction has committed (or failed).
 //!
-//! The writer blocks for the first operation of a group, opens one `BEGIN IMMEDIATE`
+//! The writer waits for the first operation of a group (polling the queue for
+//! [`SqliteStore::WRITER_SPIN`] before it blocks: writes come in quick sequences, and a
+//! blocked thread is slow to wake), opens one `BEGIN IMMEDIATE`
 //! transaction, applies it, then keeps taking operations that are already queued and
 //! applies them in the same transaction, until the queue is momentarily empty,
 //! [`SqliteConfig::max_group_ops`] operations are in the group, or a flush is taken.
@@ -257,6 +259,14 @@ impl SqliteStore {
     /// only delay the flush of a turn's few appends, which is on the path to every
     /// model request.
     pub const APPEND_BURST_OPS: usize = 8;
+    /// How long the writer polls the queue, without blocking, before it blocks for the
+    /// next operation: after each group, and after a few appends before it lingers
+    /// for their flush (up to [`SqliteStore::APPEND_LINGER`]). Writes come in quick
+    /// sequences (a turn's appends and their flush, a lease then a session, the next
+    /// step's start), and a blocked thread takes tens of microseconds to wake (more on
+    /// a virtual machine, whose idle core must be woken too); polling takes the next
+    /// operation the moment it is queued, for at most this much CPU per group.
+    pub const WRITER_SPIN: Duration = Duration::from_micros(50);
 
     /// Opens (creating if missing) the database at `config.path`, sets it up and starts
     /// the writer thread. Blocking. Fails with `Backend` (naming the path) when the file
@@ -635,7 +645,15 @@ impl Writer {
     fn run(mut self, queue: &mpsc::Receiver<Op>) -> Option<StoreError> {
         // `recv` fails only once every sender is gone *and* the queue is empty, so
         // everything queued before shutdown is committed.
-        while let Ok(first) = queue.recv() {
+        loop {
+            let first = match Self::spin(queue) {
+                Some(Some(op)) => op,
+                Some(None) => break,
+                None => match queue.recv() {
+                    Ok(op) => op,
+                    Err(_) => break,
+                },
+            };
             self.group(first, queue);
         }
         tracing::debug!(path = %self.path.display(), "sqlite writer stopped");
@@ -740,6 +758,9 @@ impl Writer {
     ) -> Option<Op> {
         let left = |cap: Duration| commit_window.saturating_sub(started.elapsed()).min(cap);
         if grouped < SqliteStore::APPEND_BURST_OPS {
+            if let Some(next) = Self::spin(queue) {
+                return next;
+            }
             let wait = left(SqliteStore::APPEND_LINGER);
             return (!wait.is_zero())
                 .then(|| queue.recv_timeout(wait).ok())
@@ -760,6 +781,23 @@ impl Writer {
                 } else {
                     queue.recv_timeout(wait).ok()
                 }
+            }
+        }
+    }
+
+    /// The next operation if one arrives within [`SqliteStore::WRITER_SPIN`], polled
+    /// without blocking: `Some(Some(op))`, or `Some(None)` once every sender is gone;
+    /// `None` when nothing came (block then).
+    fn spin(queue: &mpsc::Receiver<Op>) -> Option<Option<Op>> {
+        let until = Instant::now() + SqliteStore::WRITER_SPIN;
+        loop {
+            match queue.try_recv() {
+                Ok(op) => return Some(Some(op)),
+                Err(mpsc::TryRecvError::Disconnected) => return Some(None),
+                Err(mpsc::TryRecvError::Empty) if Instant::now() < until => {
+                    std::hint::spin_loop();
+                }
+                Err(mpsc::TryRecvError::Empty) => return None,
             }
         }
     }
