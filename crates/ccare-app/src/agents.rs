@@ -224,9 +224,11 @@ impl Agents {
     pub async fn create(&self, meta: JsonObject) -> Result<AgentHandle, AppError> {
         let id = ccare_session::new_session_id()?;
         let store = Arc::clone(self.shared.host.sessions().store());
-        // The session row and its lease are queued together, so the store commits them
-        // in one group (one fsync before the first turn, not two). A lease row does not
-        // need its session to exist, and nobody else can claim an id not yet returned.
+        // The session row and its lease are queued together, the row first (the store
+        // waits a moment after a new session for what follows it), so the store commits
+        // them in one group (one fsync before the first turn, not two). A lease row does
+        // not need its session to exist, and nobody else can claim an id not yet returned.
+        let created = self.shared.host.sessions().create(Some(id.clone()), meta);
         let lease = SessionLease::acquire(
             store,
             Arc::new(SystemClock),
@@ -234,8 +236,7 @@ impl Agents {
             self.shared.lease_ms,
             WhenBusy::Fail,
         );
-        let created = self.shared.host.sessions().create(Some(id.clone()), meta);
-        let (lease, session) = tokio::join!(lease, created);
+        let (session, lease) = tokio::join!(created, lease);
         let (lease, session) = match (lease, session) {
             (Ok(lease), Ok(session)) => (lease, session),
             (Ok(lease), Err(error)) => {

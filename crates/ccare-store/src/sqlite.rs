@@ -31,8 +31,10 @@
 //! session appending a burst of events is still mid-burst, and the caller that needs them
 //! durable sends a flush, which ends the group at once (so `append` + `flush` waits for
 //! one commit, not two, even when the kernel does work between them).
-//! After any other operation (a KV write or a lease, whose callers await the ticket
-//! itself) and after [`Store::append_awaited`] it never lingers. Either way a group commits well within
+//! After creating a session it polls the queue for [`SqliteStore::WRITER_SPIN`] (never
+//! blocking), since the session's lease or first events follow at once. After any
+//! other operation (a KV write or a lease, whose callers await the ticket itself) and
+//! after [`Store::append_awaited`] it never lingers. Either way a group commits well within
 //! [`SqliteConfig::commit_window_ms`] of its first operation (H-STORE-4): lingering
 //! stops once the window has passed.
 //!
@@ -689,6 +691,9 @@ impl Writer {
                 while let Some(op) = next.take() {
                     let is_flush = matches!(op, Op::Flush { .. });
                     let linger = matches!(op, Op::Append { linger: true, .. });
+                    // A new session is nearly always followed at once by its lease or
+                    // its first events: poll (never block) for them.
+                    let poll_after = matches!(op, Op::Create { .. });
                     let (applied, failed) = apply(&tx, &mut pending, op);
                     done.push(applied);
                     if failed.is_some() {
@@ -708,6 +713,7 @@ impl Writer {
                         Err(mpsc::TryRecvError::Empty) if linger => {
                             Self::linger(queue, started, commit_window, done.len())
                         }
+                        Err(mpsc::TryRecvError::Empty) if poll_after => Self::spin(queue).flatten(),
                         // Empty or disconnected: commit now (the outer loop sees the end).
                         Err(_) => None,
                     };
