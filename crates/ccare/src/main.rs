@@ -30,6 +30,9 @@ use clap::Parser;
 /// mimalloc instead of the system allocator: opening a long session allocates and
 /// frees hundreds of thousands of small objects across the reader and main threads,
 /// where glibc malloc's arena locks and consolidation cost ~2× (see the open_100k bench).
+/// Built with `no_thp`: mimalloc does not ask for transparent huge pages, whose 2 MiB
+/// zeroing on every fresh page took a third of the server's CPU under load (see the
+/// gateway bench).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
