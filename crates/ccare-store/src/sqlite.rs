@@ -792,7 +792,7 @@ impl Writer {
     }
 
     /// The next operation if one arrives within [`SqliteStore::WRITER_SPIN`], polled
-    /// without blocking: `Some(Some(op))`, or `Some(None)` once every sender is gone;
+    /// without blocking (yielding the core between polls): `Some(Some(op))`, or `Some(None)` once every sender is gone;
     /// `None` when nothing came (block then).
     fn spin(queue: &mpsc::Receiver<Op>) -> Option<Option<Op>> {
         let until = Instant::now() + SqliteStore::WRITER_SPIN;
@@ -800,8 +800,10 @@ impl Writer {
             match queue.try_recv() {
                 Ok(op) => return Some(Some(op)),
                 Err(mpsc::TryRecvError::Disconnected) => return Some(None),
+                // Yielding, not spinning: a busy machine's other threads run first
+                // (the writer only polls on a core nothing else wants).
                 Err(mpsc::TryRecvError::Empty) if Instant::now() < until => {
-                    std::hint::spin_loop();
+                    std::thread::yield_now();
                 }
                 Err(mpsc::TryRecvError::Empty) => return None,
             }
