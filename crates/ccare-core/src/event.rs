@@ -105,13 +105,8 @@ impl EventDraft {
             message: error.to_string(),
         };
         let mut text: Vec<u8> = Vec::with_capacity(256);
-        let mut formatter = CheckingFormatter { lossless: true };
-        data.serialize(&mut serde_json::Serializer::with_formatter(
-            &mut text,
-            &mut formatter,
-        ))
-        .map_err(encode_error)?;
-        if formatter.lossless
+        let lossless = write_checked(&mut text, data).map_err(encode_error)?;
+        if lossless
             && text.first() == Some(&b'{')
             && let Ok(text) = String::from_utf8(text)
         {
@@ -319,25 +314,15 @@ impl Event {
                 None
             }
             DraftData::Object(object) => {
-                let data = serde_json::Value::Object(object);
-                let mut formatter = CheckingFormatter { lossless: true };
-                {
-                    let mut serializer =
-                        serde_json::Serializer::with_formatter(&mut raw, &mut formatter);
-                    data.serialize(&mut serializer).map_err(encode_error)?;
-                }
-                if !formatter.lossless {
-                    check_value(&data).map_err(|error| EventError::NonLossless {
-                        kind: kind.clone(),
-                        error: error.under("/data"),
+                if !write_checked(&mut raw, &object).map_err(encode_error)? {
+                    // Rare: walk the value for what the formatter saw, and its path.
+                    check_value(&serde_json::Value::Object(object.clone())).map_err(|error| {
+                        EventError::NonLossless {
+                            kind: kind.clone(),
+                            error: error.under("/data"),
+                        }
                     })?;
                 }
-                let serde_json::Value::Object(object) = data else {
-                    return Err(EventError::DataNotObject {
-                        kind,
-                        found: json_kind(&data),
-                    });
-                };
                 Some(object)
             }
         };
@@ -493,6 +478,20 @@ impl Event {
 /// never `-0`, integers within ±(2^53−1)). A `Value` writes only 64-bit integers and
 /// finite doubles; anything else (a number kept as text) also clears the note, and
 /// the value is then checked by walking it.
+/// Writes `value` as compact JSON to `out` through a [`CheckingFormatter`]; `true`
+/// when nothing it wrote may have lost precision.
+fn write_checked<T: Serialize + ?Sized>(
+    out: &mut Vec<u8>,
+    value: &T,
+) -> Result<bool, serde_json::Error> {
+    let mut formatter = CheckingFormatter { lossless: true };
+    value.serialize(&mut serde_json::Serializer::with_formatter(
+        out,
+        &mut formatter,
+    ))?;
+    Ok(formatter.lossless)
+}
+
 struct CheckingFormatter {
     lossless: bool,
 }

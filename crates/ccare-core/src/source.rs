@@ -221,118 +221,93 @@ fn from_object(mut map: JsonObject) -> Result<Source, String> {
 
 impl Serialize for Source {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let (extra, known): (&Extra, &[&str]) = match self {
-            Source::User { extra, .. } => (extra, &["kind", "rpc_id", "client_time_zone"]),
-            Source::Plugin(plugin) => (
-                &plugin.extra,
-                &["kind", "plugin", "form", "summary", "sections"],
-            ),
-            Source::CompactCheckpoint { extra, .. } => {
-                (extra, &["kind", "compaction_id", "producer", "trace"])
-            }
-            Source::Unknown(unknown) => return unknown.serialize(serializer),
-        };
-        if extra.iter().any(|(key, _)| known.contains(&key.as_str())) {
-            // An extra field that repeats a known key overrides it in place.
-            return self.to_object().serialize(serializer);
-        }
-        let mut map = serializer.serialize_map(None)?;
-        match self {
+        const NONE: (&str, Option<Field<'_>>) = ("", None);
+        let (known, extra) = match self {
             Source::User {
                 rpc_id,
                 client_time_zone,
-                ..
-            } => {
-                map.serialize_entry("kind", "user")?;
-                entry(&mut map, "rpc_id", rpc_id.as_ref())?;
-                entry(&mut map, "client_time_zone", client_time_zone.as_ref())?;
-            }
-            Source::Plugin(plugin) => {
-                map.serialize_entry("kind", &plugin.kind)?;
-                entry(&mut map, "plugin", plugin.plugin.as_ref())?;
-                entry(&mut map, "form", plugin.form.as_ref())?;
-                entry(&mut map, "summary", plugin.summary.as_ref())?;
-                entry(&mut map, "sections", plugin.sections.as_ref())?;
-            }
+                extra,
+            } => (
+                [
+                    ("kind", Some(Field::Text("user"))),
+                    ("rpc_id", text(rpc_id)),
+                    ("client_time_zone", text(client_time_zone)),
+                    NONE,
+                    NONE,
+                ],
+                extra,
+            ),
+            Source::Plugin(plugin) => (
+                [
+                    ("kind", Some(Field::Text(&plugin.kind))),
+                    ("plugin", text(&plugin.plugin)),
+                    ("form", text(&plugin.form)),
+                    ("summary", text(&plugin.summary)),
+                    ("sections", plugin.sections.as_ref().map(Field::Json)),
+                ],
+                &plugin.extra,
+            ),
             Source::CompactCheckpoint {
                 compaction_id,
                 producer,
                 trace,
-                ..
-            } => {
-                map.serialize_entry("kind", "compact-checkpoint")?;
-                map.serialize_entry("compaction_id", compaction_id)?;
-                map.serialize_entry("producer", producer)?;
-                entry(&mut map, "trace", trace.as_deref())?;
+                extra,
+            } => (
+                [
+                    ("kind", Some(Field::Text("compact-checkpoint"))),
+                    ("compaction_id", Some(Field::Text(compaction_id))),
+                    ("producer", Some(Field::Text(producer))),
+                    ("trace", trace.as_deref().map(Field::Json)),
+                    NONE,
+                ],
+                extra,
+            ),
+            Source::Unknown(unknown) => return unknown.serialize(serializer),
+        };
+        // As one object would hold them: the known fields that have a value, then the
+        // extra ones; an extra field that repeats a written known key takes its value,
+        // in its place.
+        let written = |key: &str| {
+            known
+                .iter()
+                .any(|(name, value)| value.is_some() && *name == key)
+        };
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in &known {
+            if let Some(value) = value {
+                match extra.get(key) {
+                    Some(over) => map.serialize_entry(key, over)?,
+                    None => map.serialize_entry(key, value)?,
+                }
             }
-            Source::Unknown(_) => {}
         }
         for (key, value) in extra.iter() {
-            map.serialize_entry(key, value)?;
+            if !written(key) {
+                map.serialize_entry(key, value)?;
+            }
         }
         map.end()
     }
 }
 
-impl Source {
-    /// The source as one object: its known fields, then its extra ones (an extra field
-    /// that repeats a known key takes its place).
-    fn to_object(&self) -> JsonObject {
-        let mut map = JsonObject::new();
-        let mut put = |key: &str, value: Option<Value>| {
-            if let Some(value) = value {
-                map.insert(key.to_owned(), value);
-            }
-        };
-        match self {
-            Source::User {
-                rpc_id,
-                client_time_zone,
-                extra,
-            } => {
-                put("kind", Some(Value::from("user")));
-                put("rpc_id", rpc_id.clone().map(Value::from));
-                put(
-                    "client_time_zone",
-                    client_time_zone.clone().map(Value::from),
-                );
-                map.extend(extra.to_object());
-            }
-            Source::Plugin(plugin) => {
-                put("kind", Some(Value::from(plugin.kind.clone())));
-                put("plugin", plugin.plugin.clone().map(Value::from));
-                put("form", plugin.form.clone().map(Value::from));
-                put("summary", plugin.summary.clone().map(Value::from));
-                put("sections", plugin.sections.clone());
-                map.extend(plugin.extra.to_object());
-            }
-            Source::CompactCheckpoint {
-                compaction_id,
-                producer,
-                trace,
-                extra,
-            } => {
-                put("kind", Some(Value::from("compact-checkpoint")));
-                put("compaction_id", Some(Value::from(compaction_id.clone())));
-                put("producer", Some(Value::from(producer.clone())));
-                put("trace", trace.as_deref().cloned());
-                map.extend(extra.to_object());
-            }
-            Source::Unknown(unknown) => map.extend(unknown.as_ref().clone()),
-        }
-        map
-    }
+/// A string field's value, when it has one.
+fn text(value: &Option<String>) -> Option<Field<'_>> {
+    value.as_deref().map(Field::Text)
 }
 
-/// Writes `key: value` when there is a value.
-fn entry<M: SerializeMap, T: Serialize + ?Sized>(
-    map: &mut M,
-    key: &str,
-    value: Option<&T>,
-) -> Result<(), M::Error> {
-    match value {
-        Some(value) => map.serialize_entry(key, value),
-        None => Ok(()),
+/// A known field's value, borrowed for writing.
+#[derive(Clone, Copy)]
+enum Field<'a> {
+    Text(&'a str),
+    Json(&'a Value),
+}
+
+impl Serialize for Field<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Field::Text(text) => serializer.serialize_str(text),
+            Field::Json(value) => value.serialize(serializer),
+        }
     }
 }
 
@@ -442,6 +417,19 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&source).ok().as_deref(),
             Some(r#"{"kind":"user","rpc_id":"from-extra","x":1}"#)
+        );
+        // A known key with no value of its own is written where the extra field stands.
+        let mut fields = JsonObject::new();
+        fields.insert("x".to_owned(), Value::from(1));
+        fields.insert("client_time_zone".to_owned(), Value::from("UTC"));
+        let source = Source::User {
+            rpc_id: None,
+            client_time_zone: None,
+            extra: fields.into(),
+        };
+        assert_eq!(
+            serde_json::to_string(&source).ok().as_deref(),
+            Some(r#"{"kind":"user","x":1,"client_time_zone":"UTC"}"#)
         );
     }
 }

@@ -53,16 +53,6 @@ impl<T: ?Sized> Members<T> {
     pub fn iter(&self) -> impl Iterator<Item = &Arc<T>> {
         self.0.iter().map(|(_, member)| member)
     }
-
-    /// How many there are.
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
 }
 
 /// The shared registry every session of a host consults.

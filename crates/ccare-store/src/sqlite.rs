@@ -264,8 +264,8 @@ impl SqliteStore {
     /// How long the writer polls the queue, without blocking, before it blocks for the
     /// next operation: after each group, and after a few appends before it lingers
     /// for their flush (up to [`SqliteStore::APPEND_LINGER`]). Writes come in quick
-    /// sequences (a turn's appends and their flush, a lease then a session, the next
-    /// step's start), and a blocked thread takes tens of microseconds to wake (more on
+    /// sequences (a turn's appends and their flush, a new session then its lease, the
+    /// next step's start), and a blocked thread takes tens of microseconds to wake (more on
     /// a virtual machine, whose idle core must be woken too); polling takes the next
     /// operation the moment it is queued, for at most this much CPU per group.
     pub const WRITER_SPIN: Duration = Duration::from_micros(50);
@@ -792,8 +792,8 @@ impl Writer {
     }
 
     /// The next operation if one arrives within [`SqliteStore::WRITER_SPIN`], polled
-    /// without blocking (yielding the core between polls): `Some(Some(op))`, or `Some(None)` once every sender is gone;
-    /// `None` when nothing came (block then).
+    /// without blocking (yielding the core between polls): `Some(Some(op))`, or
+    /// `Some(None)` once every sender is gone; `None` when nothing came (block then).
     fn spin(queue: &mpsc::Receiver<Op>) -> Option<Option<Op>> {
         let until = Instant::now() + SqliteStore::WRITER_SPIN;
         loop {

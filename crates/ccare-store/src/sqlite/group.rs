@@ -90,12 +90,7 @@ impl Pending {
             return Ok(());
         }
         {
-            let flat: Vec<(&SessionId, &StoredEvent)> = self
-                .rows
-                .iter()
-                .flat_map(|(session, events)| events.iter().map(move |event| (session, event)))
-                .take(full)
-                .collect();
+            let flat: Vec<(&SessionId, &StoredEvent)> = flattened(&self.rows).take(full).collect();
             for chunk in flat.chunks(MAX_ROWS) {
                 insert_chunk(conn, chunk)?;
             }
@@ -128,11 +123,7 @@ impl Pending {
     pub(super) fn write(&mut self, conn: &Connection) -> Result<(), WriteFailure> {
         let rows = std::mem::take(&mut self.rows);
         self.row_count = 0;
-        let mut flat: Vec<(&SessionId, &StoredEvent)> =
-            Vec::with_capacity(rows.iter().map(|(_, events)| events.len()).sum());
-        for (session, events) in &rows {
-            flat.extend(events.iter().map(|event| (session, event)));
-        }
+        let flat: Vec<(&SessionId, &StoredEvent)> = flattened(&rows).collect();
         let mut rest = flat.as_slice();
         while !rest.is_empty() {
             let (chunk, after) = rest.split_at(chunk_size(rest.len()));
@@ -158,6 +149,14 @@ impl Pending {
         }
         Ok(())
     }
+}
+
+/// Each pending event with its session, in queue order.
+fn flattened(
+    rows: &[(SessionId, Vec<StoredEvent>)],
+) -> impl Iterator<Item = (&SessionId, &StoredEvent)> {
+    rows.iter()
+        .flat_map(|(session, events)| events.iter().map(move |event| (session, event)))
 }
 
 /// The largest power of two up to [`MAX_ROWS`] that is at most `left` (`left >= 1`).
