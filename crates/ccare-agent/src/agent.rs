@@ -14,13 +14,16 @@ use std::sync::Arc;
 use ccare_core::kinds::TurnEndReason;
 use ccare_core::{Clock, Message};
 use ccare_llm::{CancellationToken, Chunk};
-use ccare_session::Session;
+use ccare_session::{OnDemandBroadcast, Session, Subscription};
 use parking_lot::Mutex;
 use tokio::sync::{broadcast, watch};
 
 use crate::command::{Ack, Command, CommandError};
 use crate::host::Host;
 use crate::inbox::{Entry, Inbox, Target};
+
+/// How many chunks a live subscriber may fall behind before it gets `Lagged`.
+const LIVE_CAPACITY: usize = 1024;
 
 /// Per-agent request options (H-LOOP-1) and loop limits (`[loop]`).
 #[derive(Debug, Clone, PartialEq)]
@@ -131,9 +134,10 @@ pub(crate) struct Inner {
     /// Transient items of the ordered stream (`Idle`, `AwaitingTools`), each tagged
     /// with the seq it follows (ACT-4).
     pub(crate) signals: broadcast::Sender<crate::stream::Signal>,
-    /// Every chunk as it streams. Shared, so a slot of the channel's ring (allocated
-    /// whole when the agent starts) is a pointer, not a 200-byte chunk.
-    pub(crate) live: broadcast::Sender<Arc<LiveChunk>>,
+    /// Every chunk as it streams. Shared, so a slot of the channel's ring is a pointer,
+    /// not a 200-byte chunk; the ring (1,024 slots, about 40 KB) exists only while
+    /// someone subscribes, not for every warm actor.
+    pub(crate) live: OnDemandBroadcast<Arc<LiveChunk>>,
 }
 
 impl Drop for Inner {
@@ -170,7 +174,7 @@ impl Agent {
         options: AgentOptions,
     ) -> Self {
         let (idle, _) = watch::channel(0);
-        let (live, _) = broadcast::channel(1024);
+        let live = OnDemandBroadcast::new(LIVE_CAPACITY);
         let (signals, _) = broadcast::channel(64);
         host.credentials
             .set(session.id(), options.credential.as_ref());
@@ -419,7 +423,8 @@ impl Agent {
 
     /// A receiver of every chunk as it streams (shared: one allocation per chunk,
     /// whatever the number of receivers).
-    pub fn subscribe_live(&self) -> broadcast::Receiver<Arc<LiveChunk>> {
+    /// It never reports `Closed`; watch [`Agent::when_idle`] for the end of a turn.
+    pub fn subscribe_live(&self) -> Subscription<Arc<LiveChunk>> {
         self.inner.live.subscribe()
     }
 

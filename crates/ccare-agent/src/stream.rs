@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use ccare_core::Event;
-use ccare_session::Session;
+use ccare_session::{Session, Subscription};
 use parking_lot::Mutex;
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 use tokio::sync::{broadcast, mpsc};
@@ -180,8 +180,9 @@ enum Stop {
 
 struct Pump {
     session: Session,
-    events: broadcast::Receiver<Arc<Event>>,
-    live: broadcast::Receiver<Arc<LiveChunk>>,
+    /// Never `Closed` (see [`Subscription`]): the agent's end shows on `signals`.
+    events: Subscription<Arc<Event>>,
+    live: Subscription<Arc<LiveChunk>>,
     signals: broadcast::Receiver<Signal>,
     /// The next event seq to send.
     next_seq: u64,

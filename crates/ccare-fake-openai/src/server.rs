@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
@@ -37,7 +37,8 @@ const FLUSH_BEFORE_ABORT: Duration = Duration::from_millis(20);
 /// - `GET /v1/models`: lists `fake-model`.
 /// - anything else: 404 with an OpenAI-style error body.
 ///
-/// Every request, on any route, is recorded before it is answered.
+/// Every request, on any route, is recorded before it is answered (unless
+/// [`FakeServer::keep_requests`] turned that off).
 ///
 /// Dropping the server stops accepting connections, aborts stalled and delayed
 /// streams, and closes idle connections.
@@ -82,7 +83,10 @@ pub type Responder = Arc<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>;
 struct Shared {
     replies: Mutex<VecDeque<Reply>>,
     responder: Mutex<Option<Responder>>,
-    requests: Mutex<Vec<RecordedRequest>>,
+    /// Shared with the responder that answers each one, so recording costs no copy.
+    requests: Mutex<Vec<Arc<RecordedRequest>>>,
+    /// Whether `requests` keeps what comes in ([`FakeServer::keep_requests`]).
+    keep_requests: AtomicBool,
     n_requests: watch::Sender<usize>,
     n_responses: AtomicU64,
     /// Script steps written to sockets by streamed replies, all requests together.
@@ -111,6 +115,7 @@ impl FakeServer {
             replies: Mutex::new(VecDeque::new()),
             responder: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
+            keep_requests: AtomicBool::new(true),
             n_requests: watch::Sender::new(0),
             n_responses: AtomicU64::new(0),
             steps_sent: Arc::new(AtomicU64::new(0)),
@@ -156,6 +161,14 @@ impl FakeServer {
         *self.shared.responder.lock() = Some(Arc::new(responder));
     }
 
+    /// Whether requests are kept for [`FakeServer::requests`] (on at start). A bench that
+    /// sends tens of thousands of requests turns it off, so the fake's own memory does
+    /// not grow with each one in the process being measured. Requests are still counted
+    /// for [`FakeServer::wait_for_requests`], which then returns only those kept.
+    pub fn keep_requests(&self, keep: bool) {
+        self.shared.keep_requests.store(keep, Ordering::SeqCst);
+    }
+
     /// How many script steps streamed replies have written to their sockets so far, all
     /// requests together: a client that cancels mid-stream stops this count early.
     pub fn steps_sent(&self) -> u64 {
@@ -169,7 +182,12 @@ impl FakeServer {
 
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        self.shared.requests.lock().clone()
+        self.shared
+            .requests
+            .lock()
+            .iter()
+            .map(|recorded| RecordedRequest::clone(recorded))
+            .collect()
     }
 
     /// Waits until at least `n` requests were received or `timeout` passed, then
@@ -216,7 +234,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         }
     };
     let body_json = serde_json::from_slice::<Value>(&raw_bytes).unwrap_or(Value::Null);
-    let recorded = RecordedRequest {
+    let recorded = Arc::new(RecordedRequest {
         method: parts.method.to_string(),
         path: parts.uri.path().to_owned(),
         headers: parts
@@ -232,10 +250,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         body: body_json,
         raw_body: String::from_utf8_lossy(&raw_bytes).into_owned(),
         at: Instant::now(),
-    };
+    });
     let wants_stream = recorded.body.get("stream") == Some(&Value::Bool(true));
     let responder = shared.responder.lock().clone();
-    let answered = responder.map(|responder| (responder, recorded.clone()));
+    let answered = responder.map(|responder| (responder, Arc::clone(&recorded)));
     shared.record(recorded);
 
     match (&parts.method, parts.uri.path()) {
@@ -292,13 +310,11 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
 }
 
 impl Shared {
-    fn record(&self, recorded: RecordedRequest) {
-        let n_requests = {
-            let mut requests = self.requests.lock();
-            requests.push(recorded);
-            requests.len()
-        };
-        self.n_requests.send_replace(n_requests);
+    fn record(&self, recorded: Arc<RecordedRequest>) {
+        if self.keep_requests.load(Ordering::SeqCst) {
+            self.requests.lock().push(recorded);
+        }
+        self.n_requests.send_modify(|count| *count += 1);
     }
 
     fn meta(&self, script: &Script) -> ResponseMeta {

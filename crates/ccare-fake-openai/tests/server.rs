@@ -421,6 +421,28 @@ async fn empty_queue_is_a_500_and_the_request_is_recorded() {
     assert_eq!(requests[0].body, stream_request());
 }
 
+/// Proves: with `keep_requests(false)` requests are answered and counted but not kept;
+/// turned back on, the next ones are kept again.
+#[tokio::test]
+async fn requests_not_kept_are_still_answered_and_counted() {
+    let server = FakeServer::start().await.unwrap();
+    server.keep_requests(false);
+    server.push(Reply::text("one"));
+    assert_eq!(post_chat(&server, stream_request()).await.status(), 200);
+    let started = Instant::now();
+    let kept = server.wait_for_requests(1, Duration::from_secs(2)).await;
+    assert!(kept.is_empty());
+    // Counted: the wait ended on the count, not on its two-second timeout.
+    assert!(started.elapsed() < Duration::from_secs(2));
+
+    server.keep_requests(true);
+    let response = post_chat(&server, json!({"messages": [], "n": 2})).await;
+    assert_eq!(response.status(), 500);
+    let kept = server.wait_for_requests(2, Duration::from_secs(2)).await;
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].body, json!({"messages": [], "n": 2}));
+}
+
 /// Proves: `wait_for_requests` returns what arrived when it times out.
 #[tokio::test]
 async fn wait_for_requests_times_out_with_what_it_has() {

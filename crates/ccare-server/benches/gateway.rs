@@ -160,6 +160,9 @@ fn setup() -> &'static Setup {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let fake = upstream_runtime().block_on(async {
             let fake = FakeServer::start().await.unwrap();
+            // The fake stands for a remote server: what it would keep of each request
+            // must not grow the measured process's memory.
+            fake.keep_requests(false);
             fake.respond_with(|request| {
                 if request.raw_body.contains(FAST_WORD) {
                     paced(&FAST)

@@ -26,6 +26,7 @@ mod error;
 pub mod jsonl;
 mod log;
 mod observe;
+mod on_demand;
 mod one_pass;
 mod projection;
 mod registry;
@@ -43,6 +44,7 @@ pub use decode::{Decoded, decode};
 pub use error::{AppendError, LoadError, SessionError, Violation};
 pub use log::{Candidate, LiveNode, SessionLog};
 pub use observe::{Lifecycle, Observer, ObserverError};
+pub use on_demand::{OnDemandBroadcast, Subscription};
 pub use projection::{
     AnyState, ErasedProjection, PROJECTION_DOMAIN, Projection, ProjectionError, erase,
 };

@@ -19,11 +19,11 @@ use std::task::{Context, Poll, Waker};
 use ccare_core::{Clock, Event, EventDraft, SessionId};
 use ccare_store::{Durability, SessionRecord, Store, StoreError, StoredEvent, Ticket};
 use parking_lot::ReentrantMutex;
-use tokio::sync::broadcast;
 
 use crate::error::AppendError;
 use crate::log::SessionLog;
 use crate::observe::Lifecycle;
+use crate::on_demand::{OnDemandBroadcast, Subscription};
 use crate::projection::{
     AnyState, Checkpoint, PROJECTION_DOMAIN, Projection, ProjectionError, Slot,
 };
@@ -36,9 +36,8 @@ use crate::view::DerivedView;
 pub const CHECKPOINT_EVERY: u64 = 512;
 
 /// Capacity of the broadcast of committed events; a subscriber further behind lags and
-/// catches up from the log. Its slots are allocated when the session opens (every
-/// session pays for them), and a turn commits tens of events, so 256 keeps a reader a
-/// few turns behind in the broadcast at a quarter of the memory of 1,024.
+/// catches up from the log. Its slots exist while someone subscribes (about 10 KB), and
+/// a turn commits tens of events, so 256 keeps a reader a few turns behind.
 const BROADCAST_CAPACITY: usize = 256;
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
@@ -117,7 +116,7 @@ struct Inner {
     registry: Arc<Registry>,
     durability: Durability,
     shared: ReentrantMutex<RefCell<Shared>>,
-    events: broadcast::Sender<Arc<Event>>,
+    events: OnDemandBroadcast<Arc<Event>>,
 }
 
 /// An open session: a cheap, cloneable handle.
@@ -145,7 +144,7 @@ impl Session {
         registry: Arc<Registry>,
         durability: Durability,
     ) -> Self {
-        let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let events = OnDemandBroadcast::new(BROADCAST_CAPACITY);
         Self {
             inner: Arc::new(Inner {
                 instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
@@ -200,8 +199,9 @@ impl Session {
     }
 
     /// A receiver of every event committed from now on. A receiver that falls more than
-    /// a thousand events behind gets `Lagged` and should re-read from the log.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
+    /// 256 events behind gets `Lagged` and should re-read from the log. It never gets
+    /// `Closed`: it keeps the channel open.
+    pub fn subscribe(&self) -> Subscription<Arc<Event>> {
         self.inner.events.subscribe()
     }
 
@@ -330,7 +330,7 @@ impl Session {
                 );
             }
             // No subscriber is not an error.
-            let _ = inner.events.send(event.clone());
+            inner.events.send_with(|| event.clone());
         }
         drop(guard);
         Ok(event)

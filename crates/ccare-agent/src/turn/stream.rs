@@ -74,15 +74,15 @@ pub(super) async fn stream_call(
             }
         }
         // Nobody listening: nothing to copy.
-        if agent.inner.live.receiver_count() > 0 {
-            let _ = agent.inner.live.send(Arc::new(LiveChunk {
+        agent.inner.live.send_with(|| {
+            Arc::new(LiveChunk {
                 turn,
                 step,
                 call_id: call_id.clone(),
                 chunk: chunk.clone(),
                 after_seq: agent.inner.session.head().saturating_sub(1),
-            }));
-        }
+            })
+        });
         if let Err(failure) = assembler.push(&chunk) {
             protocol = Some(failure.on_route(&route.provider, &route.model));
             break;
