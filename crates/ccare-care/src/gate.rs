@@ -11,19 +11,14 @@ pub(crate) use tools::{SystemPrices, ToolsMemo};
 
 use std::sync::Arc;
 
-use ccare_agent::{BoxFuture, HookContext, IdleHook, RequestGate, Settlement};
-use ccare_core::{FailureCode, LlmFailure};
-use ccare_llm::{PreparedCall, Purpose};
-use serde_json::Value;
-
 use crate::budget::{Preflight, RouteInfo, assess, preflight, resolve};
 use crate::care::{Care, meter_for};
 use crate::config::RoutePurpose;
 use crate::journal::records::{RecordRoute, RequestRecord, SourceHeader};
-use crate::pricing::{
-    FileTexts, FrozenPricing, ImagePricing, Price, RequestPrice, calibrate_each,
-    header_key_of_canonical_tools,
-};
+use crate::pricing::{FileTexts, FrozenPricing, ImagePricing, Price, RequestPrice, calibrate_each};
+use ccare_agent::{BoxFuture, HookContext, IdleHook, RequestGate, Settlement};
+use ccare_core::{FailureCode, LlmFailure};
+use ccare_llm::{PreparedCall, Purpose};
 
 /// The gate; one per mounted plugin.
 pub(crate) struct BudgetGate {
@@ -86,10 +81,7 @@ pub(crate) async fn check_request(
         temperature: config.temperature,
         max_tokens: config.max_tokens,
     };
-    let header_key = header_key_of_canonical_tools(
-        &serde_json::to_value(&header).unwrap_or(Value::Null),
-        &tools.canonical,
-    );
+    let header_key = tools.header_key(&header);
     // The dispatch check prices its final route itself (CC-PRC-4), calibrated on
     // the session's settled requests of this header (CC-PRC-3).
     let session_id = session.id();

@@ -6,8 +6,10 @@
 //! priced. The last tools seen are kept with their JSON, canonical form and price (on
 //! the meter that priced them), so a request with the same tools (compared field by
 //! field, which costs less than writing them out) reuses them instead of writing them
-//! out and counting them again. The system prompt's price is kept the same way
-//! ([`SystemPrices`]): it is the same text on every request of a host.
+//! out and counting them again. Their calibration header key (CC-PRC-3, a SHA-256 of
+//! the route's sampling options and the tools) is kept for the latest options. The
+//! system prompt's price is kept the same way ([`SystemPrices`]): it is the same text
+//! on every request of a host.
 
 use std::sync::Arc;
 
@@ -15,7 +17,8 @@ use ccare_llm::ToolSpec;
 use parking_lot::Mutex;
 use serde_json::Value;
 
-use crate::pricing::{MeterFingerprint, canonical_json};
+use crate::journal::records::SourceHeader;
+use crate::pricing::{MeterFingerprint, canonical_json, header_key_of_canonical_tools};
 
 /// A request's tools, written out.
 #[derive(Debug)]
@@ -28,6 +31,8 @@ pub(crate) struct ToolsForm {
     pub(crate) canonical: Vec<u8>,
     /// Their price on the latest meter that priced them.
     tokens: Mutex<Option<(MeterFingerprint, u64)>>,
+    /// Their calibration header key under the latest header asked for.
+    header_key: Mutex<Option<(SourceHeader, String)>>,
 }
 
 impl ToolsForm {
@@ -44,7 +49,27 @@ impl ToolsForm {
             value,
             canonical,
             tokens: Mutex::new(None),
+            header_key: Mutex::new(None),
         }
+    }
+
+    /// The calibration header key (CC-PRC-3) of a request with these tools and
+    /// `header`: the kept one when `header` is the one it was made for, otherwise
+    /// computed and kept in its place.
+    pub(crate) fn header_key(&self, header: &SourceHeader) -> String {
+        if let Some((_, key)) = self
+            .header_key
+            .lock()
+            .as_ref()
+            .filter(|(kept, _)| kept == header)
+        {
+            return key.clone();
+        }
+        // A header of strings and numbers always serializes.
+        let config = serde_json::to_value(header).unwrap_or(Value::Null);
+        let key = header_key_of_canonical_tools(&config, &self.canonical);
+        *self.header_key.lock() = Some((header.clone(), key.clone()));
+        key
     }
 
     /// The tools' price on `meter`: the kept one when `meter` priced them last,
@@ -166,6 +191,34 @@ mod tests {
         // No tools: `null`, as the journal records it.
         assert_eq!(memo.form(&[]).value, Value::Null);
         assert_eq!(memo.form(&[]).canonical, b"null");
+    }
+
+    fn header(model: &str) -> SourceHeader {
+        SourceHeader {
+            provider: "openai".to_owned(),
+            model: model.to_owned(),
+            reasoning_effort: None,
+            temperature: Some(0.5),
+            max_tokens: Some(100),
+        }
+    }
+
+    #[test]
+    fn the_header_key_is_the_calibration_key_and_follows_the_header() {
+        let tools = vec![spec("one")];
+        let form = ToolsMemo::default().form(&tools);
+        let expected = |header: &SourceHeader| {
+            crate::pricing::calibration_header_key(
+                &serde_json::to_value(header).unwrap(),
+                &serde_json::to_value(&tools).unwrap(),
+            )
+        };
+        let (fast, slow) = (header("fast"), header("slow"));
+        assert_eq!(form.header_key(&fast), expected(&fast));
+        assert_eq!(form.header_key(&fast), expected(&fast));
+        assert_eq!(form.header_key(&slow), expected(&slow));
+        assert_ne!(expected(&fast), expected(&slow));
+        assert_eq!(form.header_key(&fast), expected(&fast));
     }
 
     fn fingerprint(image_tokens: u64) -> MeterFingerprint {
