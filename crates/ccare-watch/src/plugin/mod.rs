@@ -586,6 +586,19 @@ impl WatchPreStep {
     }
 }
 
+/// The `source` of a `user/message`, read without building its content.
+#[derive(serde::Deserialize)]
+struct UserMessageSource {
+    message: MessageSource,
+}
+
+/// A message's `source` alone.
+#[derive(serde::Deserialize)]
+struct MessageSource {
+    #[serde(default)]
+    source: Option<Source>,
+}
+
 impl PreStepHook for WatchPreStep {
     fn call<'a>(
         &'a self,
@@ -610,11 +623,10 @@ impl PreStepHook for WatchPreStep {
                     })
                     .filter(|event| event.kind() == ccare_core::kinds::USER_MESSAGE)
                     .any(|event| {
-                        event
-                            .decode::<ccare_core::kinds::UserMessage>()
-                            .is_ok_and(|user| {
-                                matches!(user.message.source, Some(Source::User { .. }))
-                            })
+                        // Only the source is read; the content is skipped, not built.
+                        serde_json::from_str::<UserMessageSource>(event.data_json()).is_ok_and(
+                            |user| matches!(user.message.source, Some(Source::User { .. })),
+                        )
                     })
             });
             if real {
