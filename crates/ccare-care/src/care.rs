@@ -99,6 +99,9 @@ pub(crate) struct SessionCare {
     /// (issue 14 target 1): every measurement of the session's view on a [`Frozen`]
     /// of this session prices only what changed since the last.
     pub(crate) prices: Arc<Mutex<PriceCache>>,
+    /// What the gate hashed of the session's latest request, so the next one hashes
+    /// only its new messages.
+    pub(crate) hashes: Arc<Mutex<crate::gate::HashMemo>>,
     /// The latest pricing [`Care::freeze`] captured, with what it read of the journal.
     pub(crate) frozen: Option<FrozenAt>,
     /// The session's journal records as the latest freeze decoded them.
@@ -312,6 +315,7 @@ impl Care {
                 queue: Arc::default(),
                 memo_parts: HashMap::new(),
                 prices: Arc::default(),
+                hashes: Arc::default(),
                 frozen: None,
                 digests: Arc::default(),
                 notices: Arc::default(),

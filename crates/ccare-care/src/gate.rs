@@ -7,6 +7,7 @@
 mod hashes;
 mod tools;
 
+pub(crate) use hashes::HashMemo;
 pub(crate) use tools::{SystemPrices, ToolsMemo};
 
 use std::sync::Arc;
@@ -147,7 +148,11 @@ pub(crate) async fn check_request(
         });
     }
     let source_seqs: Vec<u64> = view.messages.iter().map(|derived| derived.seq).collect();
+    // The session's own memo, locked alone (not the plugin's session map) while the
+    // new messages are hashed.
+    let memo = care.with_session(session_id, |state| Arc::clone(&state.hashes));
     let hashes = hashes::request_hashes(
+        &mut memo.lock(),
         &view.messages,
         config.system.as_deref(),
         &config.messages,

@@ -68,7 +68,7 @@ pub use calibration::{
     UsageCalibration, calibrate, calibrate_each, calibration_header_key,
 };
 pub(crate) use canonical::canonical_json;
-pub(crate) use canonical::{sha256_hex, write_canonical, write_compact};
+pub(crate) use canonical::{hex_of, write_canonical, write_compact};
 pub use frozen::{FrozenPricing, MeterFingerprint};
 pub use inputs::{
     FileTexts, ImagePrice, ImagePrices, ImagePricing, block_key, collect_images, image_key,

@@ -2,10 +2,15 @@
 //! SHA-256 of the canonical JSON of the surface's messages, and `inputHash`, that of
 //! the request's `{messages, system, tools}`.
 //!
-//! A request is mostly the surface it was built from, so each message is put in
-//! canonical form once: a request message that is a surface message (the same shared
-//! `Arc`) reuses the surface's bytes, and both hashes are composed from the pieces
-//! without a copy of any value.
+//! Both are hashes over a list of messages that grows by a few messages per request
+//! in a long session, so each session keeps a [`HashMemo`]: for each of the two lists,
+//! the messages hashed last time (shared `Arc`s, kept so their identity holds) and the
+//! SHA-256 state after them. A list that starts with the kept messages (the same
+//! `Arc`s, in order) resumes from that state and hashes only the new messages; any
+//! other (a replace, a hook's rewrite of an earlier message, the first request) is
+//! hashed from the start. The closing bytes (`]`, or `],"system":…,"tools":…}`) are
+//! hashed on a copy of the state, so the state stays a prefix. Each new message is put
+//! in canonical form once, whether one list needs it or both.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,8 +19,9 @@ use ccare_core::Message;
 use ccare_llm::RequestMessage;
 use ccare_session::DerivedMessage;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
-use crate::pricing::{sha256_hex, write_canonical, write_compact};
+use crate::pricing::{hex_of, write_canonical, write_compact};
 
 /// The hashes of one request.
 pub(super) struct RequestHashes {
@@ -25,53 +31,114 @@ pub(super) struct RequestHashes {
     pub(super) input: String,
 }
 
+/// What a session's latest request hashed (see the module doc); one per session.
+#[derive(Default)]
+pub(crate) struct HashMemo {
+    source: Prefix,
+    input: Prefix,
+}
+
+impl std::fmt::Debug for HashMemo {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("HashMemo")
+            .field("source", &self.source.messages.len())
+            .field("input", &self.input.messages.len())
+            .finish()
+    }
+}
+
+/// A list's opening and `messages`, comma-separated, hashed into `state`.
+#[derive(Default)]
+struct Prefix {
+    messages: Vec<Arc<Message>>,
+    /// `None` until a list was hashed.
+    state: Option<Sha256>,
+}
+
+impl Prefix {
+    /// Hashes `opening` and `list` (resuming from the kept state when `list` starts
+    /// with the kept messages), keeps the result, and returns a copy of the state to
+    /// close.
+    fn extend<'a>(
+        &mut self,
+        opening: &[u8],
+        list: impl ExactSizeIterator<Item = &'a Arc<Message>> + Clone,
+        written: &mut Written,
+    ) -> Sha256 {
+        let kept = self.messages.len();
+        let resumes = self.state.is_some()
+            && list.len() >= kept
+            && list
+                .clone()
+                .zip(&self.messages)
+                .all(|(message, kept)| Arc::ptr_eq(message, kept));
+        let mut state = match (&self.state, resumes) {
+            (Some(state), true) => state.clone(),
+            _ => {
+                self.messages.clear();
+                let mut state = Sha256::new();
+                state.update(opening);
+                state
+            }
+        };
+        for message in list.skip(self.messages.len()) {
+            if !self.messages.is_empty() {
+                state.update(b",");
+            }
+            state.update(written.of(message));
+            self.messages.push(Arc::clone(message));
+        }
+        self.state = Some(state.clone());
+        state
+    }
+}
+
+/// The canonical form of each new message of one request, by identity.
+#[derive(Default)]
+struct Written(HashMap<*const Message, Vec<u8>>);
+
+impl Written {
+    fn of(&mut self, message: &Arc<Message>) -> &[u8] {
+        self.0
+            .entry(Arc::as_ptr(message))
+            .or_insert_with(|| canonical_message(message))
+    }
+}
+
 /// Hashes the surface `surface` and the request made of `system`, `messages` and
 /// `tools` (the canonical form of the tools as the journal records them: `null` when
-/// there are none).
+/// there are none), resuming from and updating the session's `memo`.
 pub(super) fn request_hashes(
+    memo: &mut HashMemo,
     surface: &[DerivedMessage],
     system: Option<&str>,
     messages: &[RequestMessage],
     tools: &[u8],
 ) -> RequestHashes {
-    let written: Vec<Vec<u8>> = surface
-        .iter()
-        .map(|derived| canonical_message(&derived.message))
-        .collect();
-    let at: HashMap<*const Message, usize> = surface
-        .iter()
-        .enumerate()
-        .map(|(index, derived)| (Arc::as_ptr(&derived.message), index))
-        .collect();
-    let mut source = Vec::new();
-    source.push(b'[');
-    for (index, bytes) in written.iter().enumerate() {
-        if index > 0 {
-            source.push(b',');
-        }
-        source.extend_from_slice(bytes);
-    }
-    source.push(b']');
+    let mut written = Written::default();
+    let mut source = memo.source.extend(
+        b"[",
+        surface.iter().map(|derived| &derived.message),
+        &mut written,
+    );
+    source.update(b"]");
     // `{messages, system, tools}`: the keys in canonical order.
-    let mut input = Vec::with_capacity(source.len() + tools.len() + 64);
-    input.extend_from_slice(br#"{"messages":["#);
-    for (index, message) in messages.iter().enumerate() {
-        if index > 0 {
-            input.push(b',');
-        }
-        match at.get(&Arc::as_ptr(&message.message)) {
-            Some(&index) => input.extend_from_slice(&written[index]),
-            None => input.extend_from_slice(&canonical_message(&message.message)),
-        }
-    }
-    input.extend_from_slice(br#"],"system":"#);
-    write_compact(&system, &mut input);
-    input.extend_from_slice(br#","tools":"#);
-    input.extend_from_slice(tools);
-    input.push(b'}');
+    let mut input = memo.input.extend(
+        br#"{"messages":["#,
+        messages.iter().map(|message| &message.message),
+        &mut written,
+    );
+    let mut closing = Vec::with_capacity(tools.len() + 64);
+    closing.extend_from_slice(br#"],"system":"#);
+    write_compact(&system, &mut closing);
+    closing.extend_from_slice(br#","tools":"#);
+    closing.extend_from_slice(tools);
+    closing.push(b'}');
+    input.update(&closing);
     RequestHashes {
-        source_messages: sha256_hex(&source),
-        input: sha256_hex(&input),
+        source_messages: hex_of(&source.finalize()),
+        input: hex_of(&input.finalize()),
     }
 }
 
@@ -94,7 +161,7 @@ mod tests {
     use crate::pricing::canonical_json;
 
     fn hash_of(value: &Value) -> String {
-        sha256_hex(&canonical_json(value))
+        hex_of(&Sha256::digest(canonical_json(value)))
     }
 
     fn message(text: &str) -> Arc<Message> {
@@ -131,7 +198,13 @@ mod tests {
         .collect();
         let tools = json!([{"name": "t", "description": "d", "input_schema": {"type": "object"}}]);
         for system in [Some("be brief"), None] {
-            let hashes = request_hashes(&surface, system, &messages, &canonical_json(&tools));
+            let hashes = request_hashes(
+                &mut HashMemo::default(),
+                &surface,
+                system,
+                &messages,
+                &canonical_json(&tools),
+            );
             let values = |messages: Vec<&Message>| -> Vec<Value> {
                 messages
                     .into_iter()
@@ -149,11 +222,78 @@ mod tests {
                 hash_of(&json!({"system": system, "tools": tools, "messages": input_values}))
             );
         }
-        let none = request_hashes(&[], None, &[], b"null");
+        let none = request_hashes(&mut HashMemo::default(), &[], None, &[], b"null");
         assert_eq!(none.source_messages, hash_of(&json!([])));
         assert_eq!(
             none.input,
             hash_of(&json!({"messages": [], "system": null, "tools": null}))
         );
+    }
+
+    fn derived(messages: &[Arc<Message>]) -> Vec<DerivedMessage> {
+        messages
+            .iter()
+            .enumerate()
+            .map(|(seq, message)| DerivedMessage {
+                seq: seq as u64,
+                role: Role::User,
+                message: Arc::clone(message),
+            })
+            .collect()
+    }
+
+    fn request(messages: &[Arc<Message>]) -> Vec<RequestMessage> {
+        messages
+            .iter()
+            .map(|message| RequestMessage {
+                role: Role::User,
+                message: Arc::clone(message),
+                origin: None,
+            })
+            .collect()
+    }
+
+    /// Hashes `surface` and `sent` with `memo` and with a fresh memo: the same hashes.
+    fn same_as_fresh(memo: &mut HashMemo, surface: &[Arc<Message>], sent: &[Arc<Message>]) {
+        let (surface, sent) = (derived(surface), request(sent));
+        let kept = request_hashes(memo, &surface, Some("sys"), &sent, b"null");
+        let fresh = request_hashes(
+            &mut HashMemo::default(),
+            &surface,
+            Some("sys"),
+            &sent,
+            b"null",
+        );
+        assert_eq!(kept.source_messages, fresh.source_messages);
+        assert_eq!(kept.input, fresh.input);
+    }
+
+    #[test]
+    fn a_kept_memo_gives_the_hashes_of_a_fresh_one_as_the_session_changes() {
+        let mut memo = HashMemo::default();
+        let mut surface: Vec<Arc<Message>> = (0..4).map(|n| message(&format!("m{n}"))).collect();
+        // The first request, then two that append (the memo resumes).
+        same_as_fresh(&mut memo, &surface, &surface);
+        for n in 4..6 {
+            surface.push(message(&format!("m{n}")));
+            same_as_fresh(&mut memo, &surface, &surface);
+        }
+        assert_eq!(memo.source.messages.len(), 6);
+        // A hook rewrote the last message sent: the input list differs from the kept one
+        // at its end, the source list is the surface.
+        let mut sent = surface.clone();
+        sent[5] = message("m5, with a reminder");
+        same_as_fresh(&mut memo, &surface, &sent);
+        // A replace in the middle (a compaction): the same text in a new message is a
+        // new identity, and both lists are hashed from the start.
+        surface.splice(1..3, [message("summary of m1 and m2")]);
+        same_as_fresh(&mut memo, &surface, &surface);
+        assert!(Arc::ptr_eq(&memo.source.messages[1], &surface[1]));
+        // Shorter than what is kept, then empty.
+        surface.truncate(2);
+        same_as_fresh(&mut memo, &surface, &surface);
+        same_as_fresh(&mut memo, &[], &[]);
+        // And growing again after that.
+        same_as_fresh(&mut memo, &surface, &surface);
     }
 }

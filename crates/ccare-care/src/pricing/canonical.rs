@@ -11,10 +11,14 @@ use sha2::{Digest, Sha256};
 
 /// Lowercase hex SHA-256 of `bytes`.
 pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex_of(&Sha256::digest(bytes))
+}
+
+/// `digest` in lowercase hex.
+pub(crate) fn hex_of(digest: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(bytes);
     let mut hex = String::with_capacity(digest.len() * 2);
-    for byte in digest {
+    for &byte in digest {
         hex.push(char::from(HEX[usize::from(byte >> 4)]));
         hex.push(char::from(HEX[usize::from(byte & 0x0f)]));
     }
