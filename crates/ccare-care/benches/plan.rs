@@ -28,6 +28,13 @@
 //!   what the session's journal holds (the setup checks that it stays quiet). Target:
 //!   their ratio <= 1.2.
 //!
+//! - `gate_10k` / `gate_1k`: the request gate (CC-BUD-6, CC-JNL-2: price, journal
+//!   `ready` with its two content hashes, flush, compare with `H`) on a conversation
+//!   request of the whole surface, each iteration after one more message (appended
+//!   and the request prepared untimed). The hashes resume from what the previous
+//!   request hashed, so the gate, like the boundary, costs what changed; their ratio
+//!   shows whether it grows with the session.
+//!
 //! The journal rows are written as a store from before issue 14 holds them (keys
 //! `call_<callId>`, no session index), so the same bench measures both layouts; the
 //! plugin's first boundary (in setup, untimed) opens the journal.
@@ -303,7 +310,7 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 /// `messages` messages (the `session` mix, as user messages), and a journal as a
 /// session of that length leaves it, plus `others` other sessions' records.
 struct BoundaryRig {
-    _kit: ccare_agent::testing::TestHost,
+    kit: ccare_agent::testing::TestHost,
     care: ccare_care::ContextCare,
     session: Session,
     hook: ccare_agent::HookContext,
@@ -430,7 +437,7 @@ impl BoundaryRig {
                 clock: Arc::clone(kit.clock()),
             };
             let mut rig = BoundaryRig {
-                _kit: kit,
+                kit,
                 care,
                 session,
                 hook,
@@ -454,6 +461,32 @@ impl BoundaryRig {
         let (message, _) = &self.mix[self.next % self.mix.len()];
         self.session.append(user_draft(message)).unwrap();
         self.next += 1;
+    }
+
+    /// A conversation request of the whole surface, prepared as the host prepares one.
+    fn call(&self) -> ccare_llm::PreparedCall {
+        let messages = self
+            .session
+            .derived_view()
+            .messages
+            .iter()
+            .map(|derived| ccare_llm::RequestMessage {
+                role: derived.role,
+                message: Arc::clone(&derived.message),
+                origin: None,
+            })
+            .collect();
+        self.kit
+            .host()
+            .llm()
+            .prepare_call(ccare_llm::CallConfig {
+                model: "s/small".to_owned(),
+                system: Some("You are a careful engineer.".to_owned()),
+                messages,
+                purpose: ccare_llm::Purpose::Conversation,
+                ..Default::default()
+            })
+            .unwrap()
     }
 
     async fn boundary(&self) -> usize {
@@ -586,4 +619,33 @@ fn journal_list_1_session(bencher: divan::Bencher) {
 #[divan::bench]
 fn journal_list_1000_sessions(bencher: divan::Bencher) {
     bench_list(bencher, 1_000);
+}
+
+fn bench_gate(bencher: divan::Bencher, rig: BoundaryRig) {
+    let rig = std::cell::RefCell::new(rig);
+    bencher
+        .with_inputs(|| {
+            rig.borrow_mut().append();
+            rig.borrow().call()
+        })
+        .bench_local_values(|call| {
+            let rig = rig.borrow();
+            runtime()
+                .block_on(rig.care.check_request(&rig.hook, &call))
+                .unwrap()
+                .unwrap();
+            call
+        });
+}
+
+/// The request gate on a 10,000-message session with one new message.
+#[divan::bench(sample_size = 1, sample_count = 300)]
+fn gate_10k(bencher: divan::Bencher) {
+    bench_gate(bencher, BoundaryRig::new(10_000, 0, noticing(), 1));
+}
+
+/// The request gate on a 1,000-message session with one new message.
+#[divan::bench(sample_size = 1, sample_count = 300)]
+fn gate_1k(bencher: divan::Bencher) {
+    bench_gate(bencher, BoundaryRig::new(1_000, 0, noticing(), 1));
 }

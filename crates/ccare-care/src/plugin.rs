@@ -145,6 +145,21 @@ impl ContextCare {
         Some(Boundary { care }.run(context).await)
     }
 
+    /// Runs the mounted plugin's request gate (CC-BUD-6, CC-JNL-2) on `call`, as the
+    /// host does before a call is handed off: prices it, journals its `ready` record
+    /// and compares it with the hard input budget. For hosts that drive requests
+    /// themselves and for the `plan` bench. `None` until this handle has been mounted.
+    pub async fn check_request(
+        &self,
+        context: &ccare_agent::HookContext,
+        call: &ccare_llm::PreparedCall,
+    ) -> Option<Result<(), ccare_core::LlmFailure>> {
+        let care = Arc::clone(self.mounted.get()?);
+        Some(
+            crate::gate::check_request(&care, &context.session, call, context.clock.now_ms()).await,
+        )
+    }
+
     /// The plugin with the locale of its model-visible texts (CC-GEN-2).
     #[must_use]
     pub fn with_locale(mut self, locale: Locale) -> Self {
