@@ -92,30 +92,6 @@ pub(crate) fn build_call(agent: &Agent) -> CallConfig {
 /// fresh session, `resume` otherwise) or when the envelope changed (`change`), and
 /// `request/context` when the route's provider, model or window changed.
 pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> {
-    let config = &call.config;
-    let envelope = RequestEnvelope {
-        config: RequestConfig {
-            provider: call.route.provider.clone(),
-            model: call.route.model.clone(),
-            max_tokens: config.max_tokens,
-            temperature: config.temperature,
-            reasoning_effort: config.reasoning_effort.clone(),
-            purpose: config.purpose.as_str().to_owned(),
-        },
-        system: config.system.clone(),
-        tools: config
-            .tools
-            .iter()
-            .map(|tool| RequestTool {
-                name: tool.name.clone(),
-                description: tool.description.clone(),
-                input_schema: tool.input_schema.clone(),
-            })
-            .collect(),
-        adapter_defaults: AdapterDefaults {
-            max_output_tokens: call.route.max_output_tokens,
-        },
-    };
     let context = RequestContext {
         provider: call.route.provider.clone(),
         model: call.route.model.clone(),
@@ -137,7 +113,12 @@ pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> 
             }
             Some(_) => HeaderReason::Change,
         };
-        let write_header = state.last_header.as_ref() != Some(&envelope);
+        // Compared in place: the envelope (every tool schema copied) is built only to
+        // be logged.
+        let write_header = !state
+            .last_header
+            .as_ref()
+            .is_some_and(|last| envelope_is(last, call));
         let write_context = state.last_context.as_ref() != Some(&context)
             && agent.inner.session.with_log(|log| {
                 log.last_of_kind(REQUEST_CONTEXT)
@@ -148,7 +129,7 @@ pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> 
     };
     if write_header {
         let header = RequestHeader {
-            header: HeaderBody::Envelope(envelope),
+            header: HeaderBody::Envelope(envelope_of(call)),
             reason,
             ext: None,
         };
@@ -162,6 +143,73 @@ pub(crate) fn log_request(agent: &Agent, call: &PreparedCall) -> StepResult<()> 
     }
     agent.inner.state.lock().last_context = Some(context);
     Ok(())
+}
+
+/// The `request/header` envelope of `call` (H-SESS-4).
+fn envelope_of(call: &PreparedCall) -> RequestEnvelope {
+    let config = &call.config;
+    RequestEnvelope {
+        config: RequestConfig {
+            provider: call.route.provider.clone(),
+            model: call.route.model.clone(),
+            max_tokens: config.max_tokens,
+            temperature: config.temperature,
+            reasoning_effort: config.reasoning_effort.clone(),
+            purpose: config.purpose.as_str().to_owned(),
+        },
+        system: config.system.clone(),
+        tools: config
+            .tools
+            .iter()
+            .map(|tool| RequestTool {
+                name: tool.name.clone(),
+                description: tool.description.clone(),
+                input_schema: tool.input_schema.clone(),
+            })
+            .collect(),
+        adapter_defaults: AdapterDefaults {
+            max_output_tokens: call.route.max_output_tokens,
+        },
+    }
+}
+
+/// Whether `envelope_of(call)` would equal `last`, without building it. Destructured
+/// whole, so a field added to the envelope cannot be left out of the comparison.
+fn envelope_is(last: &RequestEnvelope, call: &PreparedCall) -> bool {
+    let RequestEnvelope {
+        config:
+            RequestConfig {
+                provider,
+                model,
+                max_tokens,
+                temperature,
+                reasoning_effort,
+                purpose,
+            },
+        system,
+        tools,
+        adapter_defaults: AdapterDefaults { max_output_tokens },
+    } = last;
+    let config = &call.config;
+    *provider == call.route.provider
+        && *model == call.route.model
+        && *max_tokens == config.max_tokens
+        && *temperature == config.temperature
+        && *reasoning_effort == config.reasoning_effort
+        && purpose == config.purpose.as_str()
+        && *system == config.system
+        && *max_output_tokens == call.route.max_output_tokens
+        && tools.len() == config.tools.len()
+        && tools.iter().zip(&config.tools).all(|(logged, tool)| {
+            let RequestTool {
+                name,
+                description,
+                input_schema,
+            } = logged;
+            *name == tool.name
+                && *description == tool.description
+                && *input_schema == tool.input_schema
+        })
 }
 
 /// Whether two request message lists are the same messages (by identity: the view's

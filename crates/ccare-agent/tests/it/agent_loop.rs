@@ -574,6 +574,55 @@ async fn h_sess_4_a_new_agent_on_an_old_session_logs_a_resume_header() {
     assert_eq!(events_of(&kit.session, "turn/start")[1]["turn"], 2);
 }
 
+/// Proves: H-SESS-4 — an agent logs a `request/header` only when what it sends
+/// changes: none for an unchanged second request, `change` for a new temperature and
+/// for a new tool, each with the new envelope.
+#[tokio::test]
+async fn h_sess_4_a_header_is_logged_again_only_when_the_envelope_changes() {
+    let kit =
+        kit("{\"text\": \"a\"}\n{\"text\": \"b\"}\n{\"text\": \"c\"}\n{\"text\": \"d\"}").await;
+    let agent = agent(&kit);
+    for prompt in ["one", "two"] {
+        agent.prompt(prompt);
+        assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    }
+    assert_eq!(events_of(&kit.session, "request/header").len(), 1);
+
+    let mut options = agent.options();
+    options.temperature = Some(0.25);
+    agent.set_options(options);
+    agent.prompt("three");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    kit.host
+        .add_tool(Arc::new(Echo::new("shout", Concurrency::ParallelSafe, 0)))
+        .unwrap();
+    agent.prompt("four");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+
+    let headers = events_of(&kit.session, "request/header");
+    let reasons: Vec<Value> = headers
+        .iter()
+        .map(|header| header["reason"].clone())
+        .collect();
+    assert_eq!(
+        reasons,
+        [json!("initial"), json!("change"), json!("change")]
+    );
+    assert_eq!(headers[0]["header"]["config"]["temperature"], Value::Null);
+    assert_eq!(headers[1]["header"]["config"]["temperature"], json!(0.25));
+    let tool_names = |header: &Value| -> Vec<Value> {
+        header["header"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|tool| tool["name"].clone())
+            .collect()
+    };
+    assert!(!tool_names(&headers[1]).contains(&json!("shout")));
+    assert!(tool_names(&headers[2]).contains(&json!("shout")));
+    assert_eq!(headers[2]["header"]["config"]["temperature"], json!(0.25));
+}
+
 #[tokio::test]
 async fn h_cancel_2_after_a_cancelled_tool_step_the_next_request_pairs_every_call() {
     let kit = kit(
