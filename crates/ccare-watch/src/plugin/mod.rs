@@ -657,6 +657,15 @@ struct WatchHealth {
     tool_loop: Arc<tool_loop::ToolLoopGate>,
 }
 
+/// What [`WatchHealth`] reads of an `assistant/message`.
+#[derive(serde::Deserialize)]
+struct ReplyHealth<'a> {
+    #[serde(default)]
+    interrupted: bool,
+    #[serde(default, borrow)]
+    call_id: std::borrow::Cow<'a, str>,
+}
+
 impl Observer for WatchHealth {
     fn name(&self) -> &str {
         "stream-watch"
@@ -674,16 +683,16 @@ impl Observer for WatchHealth {
         if event.kind() != ccare_core::kinds::ASSISTANT_MESSAGE {
             return Ok(());
         }
-        let Ok(data) = serde_json::from_str::<Value>(event.data_json()) else {
+        // Two fields of the reply are read; its message and recorded stream are skipped.
+        let Ok(reply) = serde_json::from_str::<ReplyHealth<'_>>(event.data_json()) else {
             return Ok(());
         };
-        if data["interrupted"] == true {
+        if reply.interrupted {
             return Ok(());
         }
-        let call = data["call_id"].as_str().unwrap_or_default();
         let mut agents = self.watch.agents.lock();
         if let Some(agent) = agents.get_mut(session)
-            && !agent.aborted_calls.contains(call)
+            && !agent.aborted_calls.contains(reply.call_id.as_ref())
         {
             agent.policy.healthy_output();
         }

@@ -197,6 +197,31 @@ async fn ac_7_a_second_consecutive_loop_is_not_resumed_and_ac_8_a_healthy_reply_
     assert_eq!(rig.events("turn/end").len(), 5);
 }
 
+/// Proves: SW-10 — a healthy reply alone (no real user message since) resets the
+/// abort count: a loop after it, in the same resumed turn, is resumed again rather
+/// than counted as the second consecutive abort.
+#[tokio::test]
+async fn sw_10_a_healthy_reply_alone_rearms_auto_resume() {
+    let call = json!({"tool_calls": [{"name": "status", "arguments": {"job": 7}}]});
+    let rig = rig(&[looping(), call, looping(), json!({"text": "done"})]).await;
+    rig.host.add_tool(Arc::new(Same)).unwrap();
+    // Loop, resume; the resumed turn's healthy tool-call reply, its tool, then a loop
+    // again: resumed, since the healthy reply reset the count.
+    assert_eq!(rig.turn("go").await, Some(TurnEndReason::Completed));
+    let ends = rig.events("turn/end");
+    assert_eq!(ends.len(), 3, "{ends:?}");
+    assert_eq!(ends[0]["reason"]["cause"]["plugin"], "stream-watch");
+    assert_eq!(ends[1]["reason"]["cause"]["plugin"], "stream-watch");
+    assert_eq!(rig.events("tool/result").len(), 1);
+    // Only the opening prompt is a real user message.
+    let real: Vec<Value> = rig
+        .events("user/message")
+        .into_iter()
+        .filter(|data| data["message"]["source"]["kind"] == "user")
+        .collect();
+    assert_eq!(real.len(), 1);
+}
+
 #[tokio::test]
 async fn ac_6_time_anxiety_in_reasoning_gets_one_notice_and_the_output_continues() {
     let rig = rig(&[
