@@ -313,17 +313,28 @@ impl CompletionConfig {
 /// digits, written `session_source`, so any id gives a key of `[a-z0-9_]`; a key over
 /// [`MAX_PLAIN_KEY_CHARS`] becomes `sha256_<hex sha256(JSON [sessionId, sourceId])>`.
 pub fn state_key(session_id: &str, source_id: &str) -> String {
-    let hex = |text: &str| -> String {
-        text.chars()
-            .map(|char| format!("{:06x}", u32::from(char)))
-            .collect()
-    };
-    let key = format!("{}_{}", hex(session_id), hex(source_id));
-    if key.len() <= MAX_PLAIN_KEY_CHARS {
+    let plain_len = 6 * (session_id.chars().count() + source_id.chars().count()) + 1;
+    if plain_len <= MAX_PLAIN_KEY_CHARS {
+        let mut key = String::with_capacity(plain_len);
+        push_code_points(&mut key, session_id);
+        key.push('_');
+        push_code_points(&mut key, source_id);
         return key;
     }
     let json = Value::Array(vec![session_id.into(), source_id.into()]).to_string();
     format!("sha256_{}", sha256_hex(&json))
+}
+
+/// Appends each code point of `text` as 6 lowercase hex digits.
+fn push_code_points(out: &mut String, text: &str) {
+    for char in text.chars() {
+        let code = u32::from(char);
+        for shift in (0..6).rev() {
+            // A nibble is below 16, so it is a hex digit.
+            let nibble = (code >> (shift * 4)) & 0xf;
+            out.push(char::from_digit(nibble, 16).unwrap_or('0'));
+        }
+    }
 }
 
 /// The key of the notice of one completed output (CO-6): the hex SHA-256 of
@@ -334,10 +345,14 @@ pub fn notice_key(session_id: &str, event_seq: u64) -> String {
 }
 
 fn sha256_hex(text: &str) -> String {
-    Sha256::digest(text.as_bytes())
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    let mut hex = String::with_capacity(64);
+    for byte in Sha256::digest(text.as_bytes()) {
+        for nibble in [byte >> 4, byte & 0xf] {
+            // A nibble is below 16, so it is a hex digit.
+            hex.push(char::from_digit(u32::from(nibble), 16).unwrap_or('0'));
+        }
+    }
+    hex
 }
 
 /// An observed completion waiting for its output to be settled (CO-3 `pending`).
