@@ -12,14 +12,15 @@ pub(crate) use tools::{SystemPrices, ToolsMemo};
 
 use std::sync::Arc;
 
+use ccare_agent::{BoxFuture, HookContext, IdleHook, RequestGate, Settlement};
+use ccare_core::{FailureCode, LlmFailure};
+use ccare_llm::{PreparedCall, Purpose};
+
 use crate::budget::{Preflight, RouteInfo, assess, preflight, resolve};
 use crate::care::{Care, meter_for};
 use crate::config::RoutePurpose;
 use crate::journal::records::{RecordRoute, RequestRecord, SourceHeader};
 use crate::pricing::{FileTexts, FrozenPricing, ImagePricing, Price, RequestPrice, calibrate_each};
-use ccare_agent::{BoxFuture, HookContext, IdleHook, RequestGate, Settlement};
-use ccare_core::{FailureCode, LlmFailure};
-use ccare_llm::{PreparedCall, Purpose};
 
 /// The gate; one per mounted plugin.
 pub(crate) struct BudgetGate {

@@ -21,6 +21,8 @@
 //! A regex crate would add a dependency and a second reading of the same semantics
 //! (its `\b` and case folding are Unicode by default) for ten literals.
 
+use std::fmt::Write as _;
+
 use ccare_core::strict::{self, Problem, StrictError};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
@@ -328,12 +330,8 @@ pub fn state_key(session_id: &str, source_id: &str) -> String {
 /// Appends each code point of `text` as 6 lowercase hex digits.
 fn push_code_points(out: &mut String, text: &str) {
     for char in text.chars() {
-        let code = u32::from(char);
-        for shift in (0..6).rev() {
-            // A nibble is below 16, so it is a hex digit.
-            let nibble = (code >> (shift * 4)) & 0xf;
-            out.push(char::from_digit(nibble, 16).unwrap_or('0'));
-        }
+        // Writing to a String cannot fail.
+        let _ = write!(out, "{:06x}", u32::from(char));
     }
 }
 
@@ -347,10 +345,8 @@ pub fn notice_key(session_id: &str, event_seq: u64) -> String {
 fn sha256_hex(text: &str) -> String {
     let mut hex = String::with_capacity(64);
     for byte in Sha256::digest(text.as_bytes()) {
-        for nibble in [byte >> 4, byte & 0xf] {
-            // A nibble is below 16, so it is a hex digit.
-            hex.push(char::from_digit(u32::from(nibble), 16).unwrap_or('0'));
-        }
+        // Writing to a String cannot fail.
+        let _ = write!(hex, "{byte:02x}");
     }
     hex
 }
