@@ -117,6 +117,10 @@ struct Inner {
     durability: Durability,
     shared: ReentrantMutex<RefCell<Shared>>,
     events: OnDemandBroadcast<Arc<Event>>,
+    /// Held by the one flush that waits for the tickets it took from `pending`: a
+    /// concurrent flush waits its turn instead of finding `pending` empty and
+    /// returning before those writes are durable.
+    flushing: tokio::sync::Mutex<()>,
 }
 
 /// An open session: a cheap, cloneable handle.
@@ -160,6 +164,7 @@ impl Session {
                     slots: HashMap::new(),
                 })),
                 events,
+                flushing: tokio::sync::Mutex::new(()),
             }),
         }
     }
@@ -349,9 +354,15 @@ impl Session {
     /// Waits until every event appended so far is durable. A write error of this
     /// session fences it and is returned (H-STORE-4, H-STORE-6); another writer's
     /// error that the store reports is not this session's fence. With nothing
-    /// unacknowledged it returns at once, without a store call.
+    /// unacknowledged it returns at once, without a store call. Flushes of one session
+    /// take turns: one that finds nothing queued while another waits for the writes it
+    /// took waits too, so every caller sees its earlier appends durable (the event
+    /// stream sends an event only after such a flush, ACT-4).
     pub async fn flush(&self) -> Result<(), StoreError> {
-        let (tickets, flushed) = {
+        // One flush at a time: tickets another flush took are not in `pending`, and
+        // "nothing pending" means "all durable" only once that flush is done.
+        let _turn = self.inner.flushing.lock().await;
+        let (mut taken, flushed) = {
             let guard = self.inner.shared.lock();
             let mut shared = guard.borrow_mut();
             if let Some(fence) = &shared.fence {
@@ -364,16 +375,24 @@ impl Session {
                 // writers' unreported errors, not this session's).
                 return Ok(());
             }
-            let tickets: Vec<_> = shared.pending.drain(..).collect();
-            (tickets, self.inner.store.flush())
+            let tickets = std::mem::take(&mut shared.pending);
+            (
+                Taken {
+                    inner: &self.inner,
+                    tickets,
+                },
+                self.inner.store.flush(),
+            )
         };
         // The flush ends the store's group at once; this session's own write errors
         // come through its tickets, so an error the flush reports is another writer's
         // (a write whose ticket was dropped): logged, never a fence of this session.
         let flushed = flushed.await;
         let mut failure = None;
-        for ticket in tickets {
-            if let Err(error) = ticket.await {
+        while let Some(ticket) = taken.tickets.front_mut() {
+            let settled = ticket.as_mut().await;
+            taken.tickets.pop_front();
+            if let Err(error) = settled {
                 failure.get_or_insert(error);
             }
         }
@@ -506,6 +525,27 @@ fn checkpoint_slots(inner: &Inner, log: &SessionLog, slots: &mut HashMap<String,
         );
         slot.kv_version = Some(slot.kv_version.map_or(1, |version| version + 1));
         slot.checkpointed_seq = Some(slot.next_seq);
+    }
+}
+
+/// The tickets a flush took from `pending`. A flush dropped before they all resolved
+/// (its caller gave up waiting) puts the rest back at the front, in order, so the next
+/// flush waits for them: dropping a flush never makes a write look durable.
+struct Taken<'a> {
+    inner: &'a Inner,
+    tickets: VecDeque<Ticket<u64>>,
+}
+
+impl Drop for Taken<'_> {
+    fn drop(&mut self) {
+        if self.tickets.is_empty() {
+            return;
+        }
+        let guard = self.inner.shared.lock();
+        let mut shared = guard.borrow_mut();
+        while let Some(ticket) = self.tickets.pop_back() {
+            shared.pending.push_front(ticket);
+        }
     }
 }
 

@@ -7,5 +7,6 @@ mod awaiting;
 mod crash;
 mod engine;
 mod fence;
+mod flush;
 mod long;
 mod prop;
