@@ -148,7 +148,8 @@ fn tool_defs() -> Vec<ToolDef> {
                     },
                     "required": ["path"],
                     "additionalProperties": false
-                }),
+                })
+                .into(),
             },
             concurrency: Concurrency::ParallelSafe,
             timeout_ms: None,

@@ -208,7 +208,8 @@ fn envelope_is(last: &RequestEnvelope, call: &PreparedCall) -> bool {
             } = logged;
             *name == tool.name
                 && *description == tool.description
-                && *input_schema == tool.input_schema
+                && (Arc::ptr_eq(input_schema, &tool.input_schema)
+                    || *input_schema == tool.input_schema)
         })
 }
 

@@ -185,7 +185,7 @@ impl LedgerTool {
                             "evidence_seqs": {"type": "array", "items": {"type": "integer", "minimum": 0}, "maxItems": 50}
                         },
                         "dependentRequired": {"id": ["text", "status"]}
-                    }),
+                    }).into(),
                 },
                 concurrency: Concurrency::Exclusive,
                 timeout_ms: None,

@@ -75,7 +75,8 @@ impl RestTool {
                             "description": fill(texts.recovery_description, min, shown, 0),
                         },
                     },
-                }),
+                })
+                .into(),
             },
             concurrency: Concurrency::Exclusive,
             timeout_ms: None,

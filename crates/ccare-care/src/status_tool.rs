@@ -34,7 +34,8 @@ impl StatusTool {
                         "type": "object",
                         "properties": {},
                         "additionalProperties": false
-                    }),
+                    })
+                    .into(),
                 },
                 concurrency: Concurrency::ParallelSafe,
                 timeout_ms: None,

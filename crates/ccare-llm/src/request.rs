@@ -17,8 +17,22 @@ pub struct ToolSpec {
     pub name: String,
     /// What it does, for the model.
     pub description: String,
-    /// The JSON Schema of its arguments.
-    pub input_schema: Value,
+    /// The JSON Schema of its arguments, shared: every request of every session offers
+    /// the host's tools, and copying their schemas per request cost more than the rest
+    /// of building it.
+    pub input_schema: Arc<Value>,
+}
+
+impl ToolSpec {
+    /// Whether `other` offers the same tool: the same name and description and an
+    /// equal schema. The schema is mostly the very one shared by every request, which
+    /// is seen without walking it.
+    pub fn same_as(&self, other: &ToolSpec) -> bool {
+        self.name == other.name
+            && self.description == other.description
+            && (Arc::ptr_eq(&self.input_schema, &other.input_schema)
+                || self.input_schema == other.input_schema)
+    }
 }
 
 /// One message of a request, as the derived view gives it.

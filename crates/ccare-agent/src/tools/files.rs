@@ -276,7 +276,7 @@ fn tool_def(
         spec: ToolSpec {
             name: name.to_owned(),
             description,
-            input_schema,
+            input_schema: input_schema.into(),
         },
         concurrency,
         timeout_ms: None,

@@ -107,7 +107,7 @@ impl SessionSearch {
                 spec: ToolSpec {
                     name: Self::NAME.to_owned(),
                     description,
-                    input_schema,
+                    input_schema: input_schema.into(),
                 },
                 concurrency: Concurrency::ParallelSafe,
                 timeout_ms: None,

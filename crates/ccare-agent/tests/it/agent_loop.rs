@@ -60,7 +60,7 @@ impl Echo {
                 spec: ToolSpec {
                     name: name.into(),
                     description: "echoes text".into(),
-                    input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": false}),
+                    input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"], "additionalProperties": false}).into(),
                 },
                 concurrency,
                 timeout_ms: None,

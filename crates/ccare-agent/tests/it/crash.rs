@@ -89,7 +89,7 @@ impl Hang {
                 spec: ToolSpec {
                     name: "hang".into(),
                     description: "never returns".into(),
-                    input_schema: json!({"type": "object"}),
+                    input_schema: json!({"type": "object"}).into(),
                 },
                 concurrency: Concurrency::Exclusive,
                 timeout_ms: None,

@@ -37,7 +37,7 @@ fn lookup() -> ToolSpec {
     ToolSpec {
         name: "lookup".into(),
         description: "looks a word up (run by the caller)".into(),
-        input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+        input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}}}).into(),
     }
 }
 
@@ -50,7 +50,7 @@ impl LocalClock {
             spec: ToolSpec {
                 name: "clock".into(),
                 description: "the time".into(),
-                input_schema: json!({"type": "object"}),
+                input_schema: json!({"type": "object"}).into(),
             },
             concurrency: Concurrency::ParallelSafe,
             timeout_ms: None,

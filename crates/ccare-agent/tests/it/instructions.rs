@@ -90,7 +90,7 @@ impl Named {
                 spec: ToolSpec {
                     name: name.into(),
                     description: "answers ok".into(),
-                    input_schema: json!({"type": "object"}),
+                    input_schema: json!({"type": "object"}).into(),
                 },
                 concurrency: Concurrency::ParallelSafe,
                 timeout_ms: None,

@@ -29,7 +29,7 @@ impl Named {
             spec: ToolSpec {
                 name: name.into(),
                 description: "does nothing".into(),
-                input_schema: json!({"type": "object"}),
+                input_schema: json!({"type": "object"}).into(),
             },
             concurrency: Concurrency::ParallelSafe,
             timeout_ms: None,

@@ -207,7 +207,8 @@ fn lookup() -> ccare_llm::ToolSpec {
     ccare_llm::ToolSpec {
         name: "lookup".into(),
         description: "looks a word up (run by the caller)".into(),
-        input_schema: serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+        input_schema:
+            serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}}).into(),
     }
 }
 
@@ -854,7 +855,7 @@ async fn act_2_a_row_a_tool_queued_is_durable_before_its_step_ends() {
                 spec: ccare_llm::ToolSpec {
                     name: "note".into(),
                     description: "notes something for the next step".into(),
-                    input_schema: serde_json::json!({"type": "object"}),
+                    input_schema: serde_json::json!({"type": "object"}).into(),
                 },
                 concurrency: ccare_agent::Concurrency::ParallelSafe,
                 timeout_ms: None,

@@ -5,7 +5,8 @@
 //! records, in canonical form for the calibration header key and the input hash, and
 //! priced. The last tools seen are kept with their JSON, canonical form and price (on
 //! the meter that priced them), so a request with the same tools (compared field by
-//! field, which costs less than writing them out) reuses them instead of writing them
+//! field, the shared schemas by identity first, which costs less than writing them
+//! out) reuses them instead of writing them
 //! out and counting them again. Their calibration header key (CC-PRC-3, a SHA-256 of
 //! the route's sampling options and the tools) is kept for the latest options. The
 //! system prompt's price is kept the same way ([`SystemPrices`]): it is the same text
@@ -103,12 +104,14 @@ impl ToolsMemo {
     /// `specs` written out: the kept form when they are the tools it was made of,
     /// otherwise a new one, kept in its place.
     pub(crate) fn form(&self, specs: &[ToolSpec]) -> Arc<ToolsForm> {
-        if let Some(form) = self
-            .latest
-            .lock()
-            .as_ref()
-            .filter(|form| form.specs == specs)
-        {
+        if let Some(form) = self.latest.lock().as_ref().filter(|form| {
+            form.specs.len() == specs.len()
+                && form
+                    .specs
+                    .iter()
+                    .zip(specs)
+                    .all(|(kept, spec)| kept.same_as(spec))
+        }) {
             return Arc::clone(form);
         }
         let form = Arc::new(ToolsForm::of(specs));
@@ -170,7 +173,7 @@ mod tests {
         ToolSpec {
             name: name.to_owned(),
             description: "d".to_owned(),
-            input_schema: json!({"type": "object", "properties": {"b": {}, "a": {}}}),
+            input_schema: json!({"type": "object", "properties": {"b": {}, "a": {}}}).into(),
         }
     }
 

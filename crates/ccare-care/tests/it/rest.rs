@@ -895,7 +895,7 @@ impl ccare_agent::Tool for Dump {
             spec: ccare_llm::ToolSpec {
                 name: "dump".to_owned(),
                 description: "prints a lot".to_owned(),
-                input_schema: json!({"type": "object"}),
+                input_schema: json!({"type": "object"}).into(),
             },
             concurrency: ccare_agent::Concurrency::ParallelSafe,
             timeout_ms: None,

@@ -110,7 +110,8 @@ impl ccare_agent::Tool for Dump {
             spec: ccare_llm::ToolSpec {
                 name: "dump".to_owned(),
                 description: "prints data".to_owned(),
-                input_schema: json!({"type": "object", "properties": {"size": {"type": "integer"}}}),
+                input_schema:
+                    json!({"type": "object", "properties": {"size": {"type": "integer"}}}).into(),
             },
             concurrency: ccare_agent::Concurrency::ParallelSafe,
             timeout_ms: None,

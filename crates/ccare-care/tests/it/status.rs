@@ -355,7 +355,7 @@ async fn cc_tool_1_the_model_reads_the_status_text_through_the_loop() {
         .find(|tool| tool.name == "context_status")
         .unwrap();
     assert_eq!(
-        tool.input_schema,
+        *tool.input_schema,
         serde_json::json!({"type":"object","properties":{},"additionalProperties":false})
     );
 }

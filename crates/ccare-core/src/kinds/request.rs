@@ -101,8 +101,10 @@ pub struct RequestTool {
     pub name: String,
     /// What it does, for the model.
     pub description: String,
-    /// The JSON Schema of its arguments, as sent.
-    pub input_schema: Value,
+    /// The JSON Schema of its arguments, as sent; shared with the request's tool (an
+    /// agent keeps its last envelope, and every session's would otherwise hold a copy
+    /// of every schema).
+    pub input_schema: std::sync::Arc<Value>,
 }
 
 /// The adapter's defaults.

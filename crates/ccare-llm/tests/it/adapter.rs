@@ -412,7 +412,7 @@ async fn h_llm_7_wire_messages_keep_order_tool_role_and_deepseek_reasoning_echo(
         tools: vec![ToolSpec {
             name: "read_file".into(),
             description: "reads".into(),
-            input_schema: json!({"type": "object"}),
+            input_schema: json!({"type": "object"}).into(),
         }],
         messages: vec![
             RequestMessage::user(Message::from_blocks(vec![ContentBlock::text("read a")])),

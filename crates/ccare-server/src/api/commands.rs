@@ -153,7 +153,7 @@ pub(crate) fn tool_specs(tools: Vec<ToolDeclaration>) -> Result<Vec<ToolSpec>, R
         .map(|tool| ToolSpec {
             name: tool.name,
             description: tool.description,
-            input_schema: tool.input_schema,
+            input_schema: tool.input_schema.into(),
         })
         .collect())
 }

@@ -71,7 +71,7 @@ fn host(
             spec: ToolSpec {
                 name: "tick".into(),
                 description: "lets time pass".into(),
-                input_schema: json!({"type": "object", "properties": {"ms": {"type": "integer"}}, "required": ["ms"]}),
+                input_schema: json!({"type": "object", "properties": {"ms": {"type": "integer"}}, "required": ["ms"]}).into(),
             },
             concurrency: Concurrency::Exclusive,
             timeout_ms: None,

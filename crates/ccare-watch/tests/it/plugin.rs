@@ -372,7 +372,7 @@ impl ccare_agent::Tool for Same {
             spec: ccare_llm::ToolSpec {
                 name: "status".to_owned(),
                 description: "build status".to_owned(),
-                input_schema: json!({"type": "object"}),
+                input_schema: json!({"type": "object"}).into(),
             },
             concurrency: ccare_agent::Concurrency::ParallelSafe,
             timeout_ms: None,
@@ -568,7 +568,7 @@ impl ccare_agent::Tool for Listen {
             spec: ccare_llm::ToolSpec {
                 name: "listen".to_owned(),
                 description: "wait a moment".to_owned(),
-                input_schema: json!({"type": "object"}),
+                input_schema: json!({"type": "object"}).into(),
             },
             concurrency: ccare_agent::Concurrency::ParallelSafe,
             timeout_ms: None,
