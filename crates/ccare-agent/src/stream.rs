@@ -3,8 +3,9 @@
 //! A per-subscriber pump task merges three sources into one order: the session's
 //! committed events (read back from the in-memory log by seq, so a lagging session
 //! broadcast loses nothing), the agent's live chunks, and its idle transitions.
-//! Events are sent only after [`ccare_session::Session::flush`] returned, so a
-//! subscriber never sees an event a crash could take back. A chunk is tagged with the
+//! Events are sent only once durable ([`ccare_session::Session::flush_within`]: the
+//! kernel's own flushes, or the pump's after a grace), so a subscriber never sees an
+//! event a crash could take back. A chunk is tagged with the
 //! seq of the last event committed before it was streamed, and sent right after that
 //! event. A subscriber whose bounded channel fills up gets [`StreamItem::Lagged`] after
 //! the items it was sent, and resubscribing from its `resume_from` continues with no
@@ -24,6 +25,11 @@ use crate::agent::{Agent, LiveChunk};
 /// How many items a subscriber of [`Agent::subscribe_from`] may fall behind before it
 /// gets [`StreamItem::Lagged`].
 pub const STREAM_CAPACITY: usize = 1024;
+
+/// How long the pump waits for the kernel to make committed events durable before it
+/// flushes them itself ([`ccare_session::Session::flush_within`]): what an event
+/// nobody flushes can be delayed by, at most.
+const FLUSH_GRACE: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// One item of an agent's ordered stream (ACT-4).
 #[derive(Debug, Clone, PartialEq)]
@@ -262,9 +268,12 @@ impl Pump {
             }
         }
         if head > self.next_seq {
-            // Durable before sent (ACT-4). A failed flush fences the session; the
-            // events stay unsent and the stream waits (nothing more commits).
-            if self.session.flush().await.is_err() {
+            // Durable before sent (ACT-4), by the kernel's own flush when it comes
+            // soon (it flushes before each request and at each turn's end): a flush of
+            // the pump's would split the store's group. A failed flush fences the
+            // session; the events stay unsent and the stream waits (nothing more
+            // commits).
+            if self.session.flush_within(FLUSH_GRACE).await.is_err() {
                 return Ok(());
             }
             let events = self.session.with_log(|log| {

@@ -121,6 +121,9 @@ struct Inner {
     /// concurrent flush waits its turn instead of finding `pending` empty and
     /// returning before those writes are durable.
     flushing: tokio::sync::Mutex<()>,
+    /// Told when a flush ends, so [`Session::flush_within`] waits for someone else's
+    /// flush instead of ending the store's group with its own.
+    flushed: tokio::sync::Notify,
 }
 
 /// An open session: a cheap, cloneable handle.
@@ -165,6 +168,7 @@ impl Session {
                 })),
                 events,
                 flushing: tokio::sync::Mutex::new(()),
+                flushed: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -361,17 +365,23 @@ impl Session {
     pub async fn flush(&self) -> Result<(), StoreError> {
         // One flush at a time: tickets another flush took are not in `pending`, and
         // "nothing pending" means "all durable" only once that flush is done.
-        let _turn = self.inner.flushing.lock().await;
+        let _turn = FlushTurn {
+            turn: Some(self.inner.flushing.lock().await),
+            flushed: &self.inner.flushed,
+        };
         let (mut taken, flushed) = {
             let guard = self.inner.shared.lock();
             let mut shared = guard.borrow_mut();
+            // Writes the store already committed (with another writer's group, say)
+            // need no flush of their own.
+            drain_settled(&mut shared);
             if let Some(fence) = &shared.fence {
                 return Err(fence.clone());
             }
             if shared.pending.is_empty() {
                 // Every event appended so far was acknowledged durable (by an earlier
-                // flush, or awaited as it was appended): nothing to wait for, and no
-                // round trip to the store (whose own flush would also report other
+                // flush, by the store's commit, or awaited as it was appended): nothing
+                // to wait for, and no round trip to the store (whose own flush would also report other
                 // writers' unreported errors, not this session's).
                 return Ok(());
             }
@@ -407,6 +417,47 @@ impl Session {
                 shared.fence.get_or_insert(error.clone());
                 Err(error)
             }
+        }
+    }
+
+    /// [`Session::flush`] for a reader that needs the events appended so far durable but
+    /// is in no hurry to make them so: the appender nearly always flushes them itself a
+    /// moment later (the kernel before each model request and at each turn's end), and
+    /// a flush of the reader's own would end the store's group early, splitting what
+    /// would commit together (one fsync more). So it first waits up to `grace` for the
+    /// session's writes to be durable through someone else's flush (or through the
+    /// store's own commit, which it looks for after each flush), and only then flushes
+    /// itself. Returns as [`Session::flush`] does; never sooner than the writes are
+    /// durable.
+    pub async fn flush_within(&self, grace: std::time::Duration) -> Result<(), StoreError> {
+        let deadline = tokio::time::Instant::now() + grace;
+        loop {
+            // Registered before the check, so a flush that ends after it is not missed.
+            let ended = self.inner.flushed.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.durable_now()? {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, ended).await.is_err() {
+                return self.flush().await;
+            }
+        }
+    }
+
+    /// Whether every event appended so far is known durable (its ticket resolved),
+    /// with no flush waiting for tickets it took; the fence when the session is fenced.
+    fn durable_now(&self) -> Result<bool, StoreError> {
+        // A flush in progress holds tickets that are in no `pending`.
+        let Ok(_turn) = self.inner.flushing.try_lock() else {
+            return Ok(false);
+        };
+        let guard = self.inner.shared.lock();
+        let mut shared = guard.borrow_mut();
+        drain_settled(&mut shared);
+        match &shared.fence {
+            Some(fence) => Err(fence.clone()),
+            None => Ok(shared.pending.is_empty()),
         }
     }
 
@@ -525,6 +576,21 @@ fn checkpoint_slots(inner: &Inner, log: &SessionLog, slots: &mut HashMap<String,
         );
         slot.kv_version = Some(slot.kv_version.map_or(1, |version| version + 1));
         slot.checkpointed_seq = Some(slot.next_seq);
+    }
+}
+
+/// A flush's turn ([`Inner::flushing`]): on drop, however the flush ended, the turn is
+/// released first, then the readers waiting in [`Session::flush_within`] are told (a
+/// reader told while the turn was still held would find the flush still running).
+struct FlushTurn<'a> {
+    turn: Option<tokio::sync::MutexGuard<'a, ()>>,
+    flushed: &'a tokio::sync::Notify,
+}
+
+impl Drop for FlushTurn<'_> {
+    fn drop(&mut self) {
+        drop(self.turn.take());
+        self.flushed.notify_waiters();
     }
 }
 

@@ -10,7 +10,7 @@
 //! As in a real store, which makes operations durable in call order, an append or a
 //! flush made after a held KV write is held with it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use ccare_core::SessionId;
@@ -118,6 +118,8 @@ pub struct FailingStore<S = MemoryStore> {
     backlog: AtomicBool,
     /// Notified at every `kv_cas` call, before it is applied or refused.
     kv_writes: Notify,
+    /// How many times `flush` was called.
+    flushes: AtomicU64,
 }
 
 impl Default for FailingStore<MemoryStore> {
@@ -135,7 +137,14 @@ impl<S: Store> FailingStore<S> {
             held: watch::Sender::new(false),
             backlog: AtomicBool::new(false),
             kv_writes: Notify::new(),
+            flushes: AtomicU64::new(0),
         }
+    }
+
+    /// How many times [`Store::flush`] was called: a test sees whether the layer above
+    /// made the store end a group of its own.
+    pub fn flush_calls(&self) -> u64 {
+        self.flushes.load(Ordering::SeqCst)
     }
 
     /// The wrapped store (reads through it bypass the faults).
@@ -274,6 +283,7 @@ impl<S: Store> Store for FailingStore<S> {
     }
 
     fn flush(&self) -> Ticket<()> {
+        self.flushes.fetch_add(1, Ordering::SeqCst);
         self.in_call_order(self.inner.flush())
     }
 
