@@ -138,7 +138,8 @@ fn tool_defs() -> Vec<ToolDef> {
                 name: name.into(),
                 description: format!(
                     "{name}s things in the workspace; see the manual for the exact rules and limits"
-                ),
+                )
+                .into(),
                 input_schema: json!({
                     "type": "object",
                     "properties": {

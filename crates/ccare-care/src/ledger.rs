@@ -174,7 +174,7 @@ impl LedgerTool {
                     name: LEDGER_TOOL.to_owned(),
                     description: crate::texts::ledger_texts(care.locale)
                         .description
-                        .to_owned(),
+                        .into(),
                     input_schema: json!({
                         "type": "object",
                         "additionalProperties": false,

@@ -55,7 +55,7 @@ impl RestTool {
         let def = ToolDef {
             spec: ToolSpec {
                 name: CONTEXT_REST.to_owned(),
-                description: texts.tool_description.to_owned(),
+                description: texts.tool_description.into(),
                 input_schema: json!({
                     "type": "object",
                     "additionalProperties": false,

@@ -29,7 +29,7 @@ impl StatusTool {
             def: ToolDef {
                 spec: ToolSpec {
                     name: CONTEXT_STATUS.to_owned(),
-                    description: status_texts(care.locale).status_tool_description.to_owned(),
+                    description: status_texts(care.locale).status_tool_description.into(),
                     input_schema: json!({
                         "type": "object",
                         "properties": {},

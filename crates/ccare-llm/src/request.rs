@@ -15,8 +15,8 @@ use crate::route::Route;
 pub struct ToolSpec {
     /// The name the model calls it by.
     pub name: String,
-    /// What it does, for the model.
-    pub description: String,
+    /// What it does, for the model; shared like the schema.
+    pub description: Arc<str>,
     /// The JSON Schema of its arguments, shared: every request of every session offers
     /// the host's tools, and copying their schemas per request cost more than the rest
     /// of building it.

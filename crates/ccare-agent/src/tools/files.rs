@@ -275,7 +275,7 @@ fn tool_def(
     ToolDef {
         spec: ToolSpec {
             name: name.to_owned(),
-            description,
+            description: description.into(),
             input_schema: input_schema.into(),
         },
         concurrency,

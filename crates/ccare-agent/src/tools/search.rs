@@ -106,7 +106,7 @@ impl SessionSearch {
             def: ToolDef {
                 spec: ToolSpec {
                     name: Self::NAME.to_owned(),
-                    description,
+                    description: description.into(),
                     input_schema: input_schema.into(),
                 },
                 concurrency: Concurrency::ParallelSafe,

@@ -172,7 +172,7 @@ mod tests {
     fn spec(name: &str) -> ToolSpec {
         ToolSpec {
             name: name.to_owned(),
-            description: "d".to_owned(),
+            description: "d".into(),
             input_schema: json!({"type": "object", "properties": {"b": {}, "a": {}}}).into(),
         }
     }

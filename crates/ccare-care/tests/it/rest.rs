@@ -894,7 +894,7 @@ impl ccare_agent::Tool for Dump {
         DEF.get_or_init(|| ccare_agent::ToolDef {
             spec: ccare_llm::ToolSpec {
                 name: "dump".to_owned(),
-                description: "prints a lot".to_owned(),
+                description: "prints a lot".into(),
                 input_schema: json!({"type": "object"}).into(),
             },
             concurrency: ccare_agent::Concurrency::ParallelSafe,

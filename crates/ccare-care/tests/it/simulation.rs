@@ -109,7 +109,7 @@ impl ccare_agent::Tool for Dump {
         DEF.get_or_init(|| ccare_agent::ToolDef {
             spec: ccare_llm::ToolSpec {
                 name: "dump".to_owned(),
-                description: "prints data".to_owned(),
+                description: "prints data".into(),
                 input_schema:
                     json!({"type": "object", "properties": {"size": {"type": "integer"}}}).into(),
             },

@@ -99,8 +99,8 @@ pub struct RequestConfig {
 pub struct RequestTool {
     /// The name the model calls it by.
     pub name: String,
-    /// What it does, for the model.
-    pub description: String,
+    /// What it does, for the model; shared like the schema.
+    pub description: std::sync::Arc<str>,
     /// The JSON Schema of its arguments, as sent; shared with the request's tool (an
     /// agent keeps its last envelope, and every session's would otherwise hold a copy
     /// of every schema).

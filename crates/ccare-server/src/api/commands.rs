@@ -152,7 +152,7 @@ pub(crate) fn tool_specs(tools: Vec<ToolDeclaration>) -> Result<Vec<ToolSpec>, R
         .into_iter()
         .map(|tool| ToolSpec {
             name: tool.name,
-            description: tool.description,
+            description: tool.description.into(),
             input_schema: tool.input_schema.into(),
         })
         .collect())

@@ -371,7 +371,7 @@ impl ccare_agent::Tool for Same {
         DEF.get_or_init(|| ccare_agent::ToolDef {
             spec: ccare_llm::ToolSpec {
                 name: "status".to_owned(),
-                description: "build status".to_owned(),
+                description: "build status".into(),
                 input_schema: json!({"type": "object"}).into(),
             },
             concurrency: ccare_agent::Concurrency::ParallelSafe,
@@ -567,7 +567,7 @@ impl ccare_agent::Tool for Listen {
         DEF.get_or_init(|| ccare_agent::ToolDef {
             spec: ccare_llm::ToolSpec {
                 name: "listen".to_owned(),
-                description: "wait a moment".to_owned(),
+                description: "wait a moment".into(),
                 input_schema: json!({"type": "object"}).into(),
             },
             concurrency: ccare_agent::Concurrency::ParallelSafe,
