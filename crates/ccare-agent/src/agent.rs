@@ -25,6 +25,12 @@ use crate::inbox::{Entry, Inbox, Target};
 /// How many chunks a live subscriber may fall behind before it gets `Lagged`.
 const LIVE_CAPACITY: usize = 1024;
 
+/// How many transient signals (went idle, awaits tools) the agent's channel keeps for
+/// a stream pump that has not taken them yet. A signal marks the end of a turn or a
+/// step, and every pump takes what is queued each time it runs, so a handful is plenty;
+/// the slots are allocated with the agent, and every session's agent has them.
+const SIGNAL_CAPACITY: usize = 8;
+
 /// Per-agent request options (H-LOOP-1) and loop limits (`[loop]`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentOptions {
@@ -175,7 +181,7 @@ impl Agent {
     ) -> Self {
         let (idle, _) = watch::channel(0);
         let live = OnDemandBroadcast::new(LIVE_CAPACITY);
-        let (signals, _) = broadcast::channel(64);
+        let (signals, _) = broadcast::channel(SIGNAL_CAPACITY);
         host.credentials
             .set(session.id(), options.credential.as_ref());
         Self {
