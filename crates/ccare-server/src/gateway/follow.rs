@@ -107,6 +107,9 @@ pub(crate) struct Recording {
     pub(crate) marks: Vec<TurnMark>,
     /// The last seq the client's previous answer saw.
     pub(crate) after_seq: u64,
+    /// The session was created for this request: it has no client view yet
+    /// ([`Views::record`] then reads nothing).
+    pub(crate) fresh: bool,
     /// Context care, whose journal names the maintenance operations.
     pub(crate) care: Option<ccare_care::ContextCare>,
 }
@@ -292,7 +295,11 @@ pub(crate) async fn follow(
             marks,
             head,
         };
-        if let Err(error) = recording.views.record(handle.session().id(), &view).await {
+        if let Err(error) = recording
+            .views
+            .record(handle.session().id(), &view, recording.fresh)
+            .await
+        {
             tracing::warn!(%error, session = %handle.session().id().as_str(), "the gateway's client view was not recorded");
         }
     }

@@ -380,8 +380,8 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
             Err(reply) => return named(reply, &found),
         }
     };
-    let (handle, marks, after_seq) = match found {
-        Some(found) => (found.handle, found.marks, found.after_seq),
+    let (handle, marks, after_seq, fresh) = match found {
+        Some(found) => (found.handle, found.marks, found.after_seq, false),
         None => {
             let mut meta = JsonObject::new();
             meta.insert(
@@ -401,7 +401,7 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
             {
                 return refusal::error(503, error.code(), format!("the gateway's rows: {error}"));
             }
-            (handle, Vec::new(), 0)
+            (handle, Vec::new(), 0, true)
         }
     };
     let session = handle.session().id().as_str().to_owned();
@@ -433,6 +433,7 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
         hashes,
         marks,
         after_seq,
+        fresh,
         care: context.booted.care.clone(),
     };
     let credential = owner.credential().cloned();

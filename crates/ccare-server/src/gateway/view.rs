@@ -275,17 +275,27 @@ impl Views {
     /// The rows are read first, then every write is queued at once, so the store
     /// commits them in one group (one fsync before the client's `[DONE]`, not four). A
     /// row another writer changed in between is written again on its own.
+    ///
+    /// For a session created by this request (`fresh`) nothing is read: it has no view
+    /// row yet, and its hashes index rows that nearly always do not exist, so they are
+    /// written as new; one that does exist fails its compare-and-swap and is written
+    /// again on its own, as above. The client's `[DONE]` then waits for no read.
     pub(crate) async fn record(
         &self,
         session: &SessionId,
         view: &ClientView,
+        fresh: bool,
     ) -> Result<(), StoreError> {
         let row = view_row(session);
         let bytes = serde_json::to_vec(view).map_err(|error| StoreError::Invalid {
             what: "gateway view",
             detail: error.to_string(),
         })?;
-        let stored = self.store.kv_get(DOMAIN, &row).await?;
+        let stored = if fresh {
+            None
+        } else {
+            self.store.kv_get(DOMAIN, &row).await?
+        };
         let version = stored.as_ref().map(|entry| entry.version);
         let previous = stored
             .and_then(|entry| serde_json::from_slice::<ClientView>(&entry.value).ok())
@@ -309,10 +319,14 @@ impl Views {
         if let Some(hash) = mark {
             rows.push((self.mark_row(hash), Some(value)));
         }
-        let current = futures_util::future::try_join_all(
-            rows.iter().map(|(key, _)| self.store.kv_get(DOMAIN, key)),
-        )
-        .await?;
+        let current = if fresh {
+            vec![None; rows.len()]
+        } else {
+            futures_util::future::try_join_all(
+                rows.iter().map(|(key, _)| self.store.kv_get(DOMAIN, key)),
+            )
+            .await?
+        };
         let mut writes = vec![(row, version, Some(bytes))];
         for ((key, value), entry) in rows.into_iter().zip(current) {
             match (&value, entry) {

@@ -286,6 +286,48 @@ async fn gw_2_conversations_sharing_a_system_prompt_stay_apart() {
     assert_eq!(session_of(&response), sessions[1]);
 }
 
+/// Two new conversations that are the same message for message, answered alike, end
+/// on the same chain hash. The second one's client view is recorded without reading
+/// the rows first (a new session's are nearly always new): its write of the hash's
+/// row meets the first one's, and the row then names the newest, so a continuation
+/// goes on in the conversation the client had last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_2_identical_conversations_continue_the_newest() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("same answer"));
+    rig.fake.push(Reply::text("same answer"));
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let response = chat(
+            &rig,
+            &json!({"model": "fake/model", "messages": conversation("be brief", "hi")}),
+        )
+        .await;
+        assert_eq!(response.status().as_u16(), 200);
+        sessions.push(session_of(&response));
+    }
+    assert_ne!(sessions[0], sessions[1]);
+    rig.fake.push(Reply::text("continued"));
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": [
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": "same answer"},
+            {"role": "user", "content": "and then?"},
+        ]}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        session_of(&response),
+        sessions[1],
+        "the newest conversation continues"
+    );
+    assert!(export(&rig, &sessions[1]).await.contains("and then?"));
+    assert!(!export(&rig, &sessions[0]).await.contains("and then?"));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_2_a_client_key_names_the_session() {
     let rig = Rig::start().await;
