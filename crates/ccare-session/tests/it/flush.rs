@@ -77,6 +77,22 @@ fn turn_start(turn: u32) -> EventDraft {
     EventDraft::typed(&TurnStart { turn }).unwrap()
 }
 
+/// A new session over `store` whose next append, `turn/start` 1, is not durable
+/// until the store's held writes are released (the held write's ticket comes too).
+async fn session_with_a_held_append(
+    store: &Arc<FailingStore>,
+) -> (Session, ccare_store::Ticket<Option<u64>>) {
+    let session = sessions_over(store)
+        .create(None, JsonObject::new())
+        .await
+        .unwrap();
+    session.flush().await.unwrap();
+    store.hold_kv_writes();
+    let held = store.kv_cas("test", "slow", None, Some(b"disk".to_vec()));
+    session.append(turn_start(1)).unwrap();
+    (session, held)
+}
+
 fn turn_end(turn: u32) -> EventDraft {
     EventDraft::typed(&ccare_core::kinds::TurnEnd {
         turn,
@@ -118,14 +134,7 @@ async fn h_store_4_a_flush_of_writes_the_store_already_committed_makes_no_store_
 #[tokio::test]
 async fn act_4_flush_within_waits_for_the_appenders_flush_instead_of_making_its_own() {
     let store = Arc::new(FailingStore::default());
-    let session = sessions_over(&store)
-        .create(None, JsonObject::new())
-        .await
-        .unwrap();
-    session.flush().await.unwrap();
-    store.hold_kv_writes();
-    let _held = store.kv_cas("test", "slow", None, Some(b"disk".to_vec()));
-    session.append(turn_start(1)).unwrap();
+    let (session, _held) = session_with_a_held_append(&store).await;
     let before = store.flush_calls();
 
     // A reader with a long grace waits, and asks the store for nothing.
@@ -161,14 +170,7 @@ async fn act_4_flush_within_waits_for_the_appenders_flush_instead_of_making_its_
 #[tokio::test(start_paused = true)]
 async fn act_4_flush_within_flushes_itself_once_the_grace_is_over() {
     let store = Arc::new(FailingStore::default());
-    let session = sessions_over(&store)
-        .create(None, JsonObject::new())
-        .await
-        .unwrap();
-    session.flush().await.unwrap();
-    store.hold_kv_writes();
-    let _held = store.kv_cas("test", "slow", None, Some(b"disk".to_vec()));
-    session.append(turn_start(1)).unwrap();
+    let (session, _held) = session_with_a_held_append(&store).await;
     let before = store.flush_calls();
 
     let grace = std::time::Duration::from_millis(50);
