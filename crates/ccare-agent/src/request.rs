@@ -208,8 +208,7 @@ fn envelope_is(last: &RequestEnvelope, call: &PreparedCall) -> bool {
             } = logged;
             *name == tool.name
                 && *description == tool.description
-                && (Arc::ptr_eq(input_schema, &tool.input_schema)
-                    || *input_schema == tool.input_schema)
+                && ccare_llm::same_schema(input_schema, &tool.input_schema)
         })
 }
 

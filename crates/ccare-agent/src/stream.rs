@@ -5,11 +5,11 @@
 //! broadcast loses nothing), the agent's live chunks, and its idle transitions.
 //! Events are sent only once durable ([`ccare_session::Session::flush_within`]: the
 //! kernel's own flushes, or the pump's after a grace), so a subscriber never sees an
-//! event a crash could take back. A chunk is tagged with the
-//! seq of the last event committed before it was streamed, and sent right after that
-//! event. A subscriber whose bounded channel fills up gets [`StreamItem::Lagged`] after
-//! the items it was sent, and resubscribing from its `resume_from` continues with no
-//! gap and no duplicate.
+//! event a crash could take back. A chunk is tagged with the seq of the last event
+//! committed before it was streamed, and sent right after that event. A subscriber
+//! whose bounded channel fills up gets [`StreamItem::Lagged`] after the items it was
+//! sent, and resubscribing from its `resume_from` continues with no gap and no
+//! duplicate.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -44,7 +44,7 @@ pub use credential::ApiCredential;
 pub use llm::{Llm, PreparedCall, RouteInfo};
 pub use provider::Provider;
 pub use purpose::{PURPOSE_HEADER, Purpose, UnknownPurpose};
-pub use request::{CallConfig, GenerateRequest, RequestMessage, ToolSpec};
+pub use request::{CallConfig, GenerateRequest, RequestMessage, ToolSpec, same_schema};
 pub use retry::RetryPolicy;
 pub use route::{
     DEFAULT_IMAGE_TOKENS, ModelConfig, ProviderConfig, ProviderKind, Route, split_model_ref,

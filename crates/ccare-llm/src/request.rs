@@ -25,14 +25,18 @@ pub struct ToolSpec {
 
 impl ToolSpec {
     /// Whether `other` offers the same tool: the same name and description and an
-    /// equal schema. The schema is mostly the very one shared by every request, which
-    /// is seen without walking it.
+    /// equal schema ([`same_schema`]).
     pub fn same_as(&self, other: &ToolSpec) -> bool {
         self.name == other.name
             && self.description == other.description
-            && (Arc::ptr_eq(&self.input_schema, &other.input_schema)
-                || self.input_schema == other.input_schema)
+            && same_schema(&self.input_schema, &other.input_schema)
     }
+}
+
+/// Whether two tool schemas are equal. A schema is mostly the very one shared by every
+/// request, which is seen without walking it.
+pub fn same_schema(a: &Arc<Value>, b: &Arc<Value>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
 }
 
 /// One message of a request, as the derived view gives it.

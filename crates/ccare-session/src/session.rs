@@ -381,8 +381,8 @@ impl Session {
             if shared.pending.is_empty() {
                 // Every event appended so far was acknowledged durable (by an earlier
                 // flush, by the store's commit, or awaited as it was appended): nothing
-                // to wait for, and no round trip to the store (whose own flush would also report other
-                // writers' unreported errors, not this session's).
+                // to wait for, and no round trip to the store (whose own flush would
+                // also report other writers' unreported errors, not this session's).
                 return Ok(());
             }
             let tickets = std::mem::take(&mut shared.pending);

@@ -6,8 +6,7 @@
 //! priced. The last tools seen are kept with their JSON, canonical form and price (on
 //! the meter that priced them), so a request with the same tools (compared field by
 //! field, the shared schemas by identity first, which costs less than writing them
-//! out) reuses them instead of writing them
-//! out and counting them again. Their calibration header key (CC-PRC-3, a SHA-256 of
+//! out) reuses them instead of writing them out and counting them again. Their calibration header key (CC-PRC-3, a SHA-256 of
 //! the route's sampling options and the tools) is kept for the latest options. The
 //! system prompt's price is kept the same way ([`SystemPrices`]): it is the same text
 //! on every request of a host.
