@@ -13,6 +13,7 @@ use axum::extract::{Request, State};
 use axum::http::header::{CACHE_CONTROL, CONTENT_TYPE};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::Response;
+use axum::serve::ListenerExt;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
@@ -124,6 +125,13 @@ impl FakeServer {
         let router = Router::new()
             .fallback(handle)
             .with_state(Arc::clone(&shared));
+        // A real upstream streams with TCP_NODELAY: without it, Nagle holds each small
+        // chunk until the client's delayed ACK (about 40 ms on Linux) of the last, and
+        // a paced answer arrives in lumps, late.
+        let listener = listener.tap_io(|stream| {
+            // Only latency depends on it; the answer is the same without.
+            let _ = stream.set_nodelay(true);
+        });
         let serve =
             axum::serve(listener, router).with_graceful_shutdown(wait_for_shutdown(shutdown_rx));
         tokio::spawn(async move {
