@@ -5,9 +5,9 @@
 //! with the stream `"hello big world"` + finish + usage) and two real `ccare serve`
 //! servers on loopback booted as `ccare serve` boots (the default profile over a temp
 //! home and SQLite store), both forwarding to that upstream: one with the care plugins
-//! (context care, stream watch) on, one with them off. Every gateway request is a new
-//! two-message conversation (a unique user message), so each one finds no session and
-//! starts one, as a new client conversation does.
+//! (context care, stream watch) on, one with them off. Except in the continuing rows,
+//! every gateway request is a new two-message conversation (a unique user message), so
+//! each one finds no session and starts one, as a new client conversation does.
 //!
 //! - `direct_first_byte`: a streaming `POST /v1/chat/completions` straight to the fake
 //!   upstream, timed up to the first body bytes (the rest is drained untimed).
@@ -20,6 +20,11 @@
 //! - `direct_real_pace_c20`, `gateway_real_pace_c20`, `gateway_real_pace_c20_care_off`:
 //!   the same at a hosted model's pace (first token after 300 ms, then 50 tokens at 50
 //!   tokens/s), the rate a client of a real upstream meets.
+//! - `direct_continuing_c20`, `gateway_continuing_c20`,
+//!   `gateway_continuing_c20_care_off`: at the fast pace, 20 clients at once each
+//!   send the next turn of their own conversation (the whole transcript with the
+//!   answers as they streamed, plus a new user message), starting afresh after 10
+//!   turns: the gateway finds the session, diffs the transcript and continues it.
 //! - `direct_throughput_c20`, `gateway_throughput_c20`,
 //!   `gateway_throughput_c20_care_off`: the same with the fake answering at once, so
 //!   the rate is bounded by the gateway's own cost per request (durable session,
@@ -50,7 +55,7 @@ use ccare_server::{ServeOptions, Server, ServerContext, resolve_token};
 use divan::Bencher;
 use divan::counter::ItemsCount;
 use parking_lot::Mutex;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// Requests in flight at once in the throughput rows.
 const CONCURRENCY: usize = 20;
@@ -246,7 +251,7 @@ async fn gateway(base_url: &str, extra: &str) -> Gateway {
 }
 
 /// Where a request goes.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Target {
     Direct,
     CareOn,
@@ -264,7 +269,13 @@ enum Pace {
     Real,
 }
 
-fn request(setup: &Setup, target: Target, pace: Pace) -> reqwest::RequestBuilder {
+/// The system message every conversation opens with.
+fn system_message() -> Value {
+    json!({"role": "system", "content": "You are a helpful assistant."})
+}
+
+/// A user message no earlier request sent, with the word that sets the fake's pace.
+fn user_message(pace: Pace) -> Value {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let n = NEXT.fetch_add(1, Ordering::Relaxed);
     let word = match pace {
@@ -272,13 +283,20 @@ fn request(setup: &Setup, target: Target, pace: Pace) -> reqwest::RequestBuilder
         Pace::Fast => FAST_WORD,
         Pace::Real => REAL_WORD,
     };
+    json!({"role": "user", "content": format!("question {n}: {word} is the capital of Norway?")})
+}
+
+/// A new two-message conversation to `target`.
+fn request(setup: &Setup, target: Target, pace: Pace) -> reqwest::RequestBuilder {
+    request_with(setup, target, &[system_message(), user_message(pace)])
+}
+
+/// A streaming request carrying `messages` to `target`.
+fn request_with(setup: &Setup, target: Target, messages: &[Value]) -> reqwest::RequestBuilder {
     let body = json!({
         "model": "fake/model",
         "stream": true,
-        "messages": [
-            {"role": "system", "content": "You are a helpful assistant."},
-            {"role": "user", "content": format!("question {n}: {word} is the capital of Norway?")},
-        ],
+        "messages": messages,
     });
     let builder = match target {
         Target::Direct => setup
@@ -404,6 +422,112 @@ fn throughput(bencher: Bencher, row: &'static str, target: Target, pace: Pace) {
         });
 }
 
+/// Turns a continuing conversation takes before its client starts a new one.
+const TURNS_PER_CONVERSATION: usize = 10;
+
+/// One client's conversation in the continuing rows: what it sends next time, and the
+/// session the gateway said it belongs to.
+struct Conversation {
+    messages: Vec<Value>,
+    turns: usize,
+    session: Option<String>,
+}
+
+impl Conversation {
+    fn new() -> Self {
+        Self {
+            messages: vec![system_message(), user_message(Pace::Fast)],
+            turns: 0,
+            session: None,
+        }
+    }
+}
+
+/// The assistant text of a streamed chat completion: its `delta.content` pieces joined.
+fn streamed_text(body: &str) -> String {
+    body.lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .filter(|data| *data != "[DONE]")
+        .filter_map(|data| serde_json::from_str::<Value>(data).ok())
+        .filter_map(|chunk| {
+            chunk["choices"][0]["delta"]["content"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+/// The continuing rows' conversations, one set per row.
+fn conversations() -> &'static Mutex<BTreeMap<&'static str, Vec<Conversation>>> {
+    static CONVERSATIONS: OnceLock<Mutex<BTreeMap<&'static str, Vec<Conversation>>>> =
+        OnceLock::new();
+    CONVERSATIONS.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+/// `CONCURRENCY` clients at once, each sending the next turn of its own conversation
+/// (the whole transcript, its answers as they streamed, and a new user message) at a
+/// fast model's pace; after [`TURNS_PER_CONVERSATION`] turns a client starts afresh.
+/// Through the gateway every turn must continue its conversation's session.
+fn continuing(bencher: Bencher, row: &'static str, target: Target) {
+    let setup = setup();
+    bencher
+        .counter(ItemsCount::new(CONCURRENCY))
+        .bench_local(|| {
+            let mut current = std::mem::take(
+                conversations()
+                    .lock()
+                    .entry(row)
+                    .or_insert_with(|| (0..CONCURRENCY).map(|_| Conversation::new()).collect()),
+            );
+            let started = Instant::now();
+            runtime().block_on(async {
+                let turns = current.iter_mut().map(|conversation| async move {
+                    let sent = Instant::now();
+                    let mut response = request_with(setup, target, &conversation.messages)
+                        .send()
+                        .await
+                        .unwrap();
+                    assert_eq!(response.status().as_u16(), 200);
+                    let session = response
+                        .headers()
+                        .get("x-ccare-session")
+                        .and_then(|value| value.to_str().ok())
+                        .map(str::to_owned);
+                    let mut body = Vec::new();
+                    while let Some(bytes) = response.chunk().await.unwrap() {
+                        if body.is_empty() {
+                            record_request(row, Phase::FirstByte, sent.elapsed());
+                        }
+                        body.extend_from_slice(&bytes);
+                    }
+                    record_request(row, Phase::Done, sent.elapsed());
+                    let body = String::from_utf8(body).unwrap();
+                    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+                    if target != Target::Direct {
+                        assert!(session.is_some(), "no x-ccare-session");
+                        if conversation.session.is_some() {
+                            assert_eq!(session, conversation.session, "the conversation forked");
+                        }
+                        conversation.session = session;
+                    }
+                    conversation.turns += 1;
+                    if conversation.turns == TURNS_PER_CONVERSATION {
+                        *conversation = Conversation::new();
+                    } else {
+                        let answer = streamed_text(&body);
+                        conversation
+                            .messages
+                            .push(json!({"role": "assistant", "content": answer}));
+                        conversation.messages.push(user_message(Pace::Fast));
+                    }
+                });
+                futures_util::future::join_all(turns).await;
+            });
+            record(row, started.elapsed());
+            conversations().lock().insert(row, current);
+        });
+}
+
 #[divan::bench(sample_count = 300, sample_size = 1)]
 fn direct_first_byte(bencher: Bencher) {
     first_byte(bencher, "direct_first_byte", Target::Direct);
@@ -489,6 +613,21 @@ fn gateway_real_pace_c20_care_off(bencher: Bencher) {
     );
 }
 
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn direct_continuing_c20(bencher: Bencher) {
+    continuing(bencher, "direct_continuing_c20", Target::Direct);
+}
+
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn gateway_continuing_c20(bencher: Bencher) {
+    continuing(bencher, "gateway_continuing_c20", Target::CareOn);
+}
+
+#[divan::bench(sample_count = 20, sample_size = 1)]
+fn gateway_continuing_c20_care_off(bencher: Bencher) {
+    continuing(bencher, "gateway_continuing_c20_care_off", Target::CareOff);
+}
+
 fn median(row: &str) -> Option<f64> {
     median_of(samples().lock().get(row)?)
 }
@@ -526,6 +665,14 @@ fn report() {
                 ("gateway_real_pace_c20_care_off", "care off"),
             ],
             "upstream at a hosted model's pace",
+        ),
+        (
+            "direct_continuing_c20",
+            [
+                ("gateway_continuing_c20", "care on"),
+                ("gateway_continuing_c20_care_off", "care off"),
+            ],
+            "continuing conversations at a fast model's pace",
         ),
         (
             "direct_throughput_c20",
