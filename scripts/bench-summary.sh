@@ -148,6 +148,8 @@ my @figures = (
     ["7 same, care off",                        "ratio",    ["ccare-server/gateway/direct_paced_c20", "ccare-server/gateway/gateway_paced_c20_care_off"], ">=", 0.9],
     ["7 gateway throughput / direct (c=20, hosted model)", "ratio", ["ccare-server/gateway/direct_real_pace_c20", "ccare-server/gateway/gateway_real_pace_c20"], ">=", 0.9],
     ["7 same, care off",                        "ratio",    ["ccare-server/gateway/direct_real_pace_c20", "ccare-server/gateway/gateway_real_pace_c20_care_off"], ">=", 0.9],
+    ["7 gateway throughput / direct (c=20, continuing conversations, fast model)", "ratio", ["ccare-server/gateway/direct_continuing_c20", "ccare-server/gateway/gateway_continuing_c20"], ">=", 0.9],
+    ["7 same, care off",                        "ratio",    ["ccare-server/gateway/direct_continuing_c20", "ccare-server/gateway/gateway_continuing_c20_care_off"], ">=", 0.9],
     ["7 gateway throughput / direct (c=20, instant upstream: own cost)", "ratio", ["ccare-server/gateway/direct_throughput_c20", "ccare-server/gateway/gateway_throughput_c20"], ">=", 0.9],
     ["7 same, care off",                        "ratio",    ["ccare-server/gateway/direct_throughput_c20", "ccare-server/gateway/gateway_throughput_c20_care_off"], ">=", 0.9],
 );
