@@ -22,7 +22,7 @@ use crate::ServerContext;
 use crate::api::errors;
 use crate::gateway::owner::Owner;
 use crate::gateway::refusal;
-use crate::gateway::view::{ClientView, TurnMark, Views};
+use crate::gateway::view::{ClientView, Prior, TurnMark, Views};
 use crate::gateway::wire::{ChatMessage, ChatRequest};
 
 /// The header naming the session, on requests and every response (GW-7).
@@ -42,6 +42,8 @@ pub(crate) struct Found {
     pub(crate) marks: Vec<TurnMark>,
     /// The last seq the client's answer saw (maintenance after it is reported, GW-7).
     pub(crate) after_seq: u64,
+    /// What was read of its rows, so recording the next view reads nothing.
+    pub(crate) prior: Prior,
 }
 
 /// How the request named its session.
@@ -88,19 +90,25 @@ pub(crate) async fn existing(
     let store_error = |error: ccare_store::StoreError| {
         refusal::error(503, error.code(), format!("the gateway's rows: {error}"))
     };
-    let (id, view) = match identity {
+    // The view and the session's record (its owner) are read at once.
+    let read = |id: SessionId| async move {
+        let store = context.booted.host.sessions().store();
+        let (stored, record) = futures_util::future::try_join(views.view(&id), store.session(&id))
+            .await
+            .map_err(store_error)?;
+        Ok::<_, RouteReply>((id, stored, record))
+    };
+    // The version of the chain row the session was found by, when it was.
+    let mut chain = None;
+    let (id, stored, record) = match identity {
         Identity::Session(text) => {
             let id = SessionId::new(text.clone()).map_err(|error| {
                 refusal::refuse(400, errors::INVALID_SESSION_ID, error.to_string())
             })?;
-            let view = views.view(&id).await.map_err(store_error)?;
-            (id, view)
+            read(id).await?
         }
         Identity::Key(key) => match views.session_for_key(key).await.map_err(store_error)? {
-            Some(id) => {
-                let view = views.view(&id).await.map_err(store_error)?;
-                (id, view)
-            }
+            Some(id) => read(id).await?,
             None => return Ok(None),
         },
         Identity::Chain => {
@@ -116,10 +124,12 @@ pub(crate) async fn existing(
                 let Some(hash) = hashes.get(seen - 1).filter(|_| ends_with_answer) else {
                     continue;
                 };
-                if let Some(id) = views.session_for_chain(hash).await.map_err(store_error)? {
-                    let view = views.view(&id).await.map_err(store_error)?;
-                    if view.hashes.len() == seen && view.last() == Some(hash.as_str()) {
-                        found = Some((id, view));
+                if let Some(row) = views.session_for_chain(hash).await.map_err(store_error)? {
+                    let (id, stored, record) = read(row.session).await?;
+                    if stored.view.hashes.len() == seen && stored.view.last() == Some(hash.as_str())
+                    {
+                        chain = Some(row.version);
+                        found = Some((id, stored, record));
                         break;
                     }
                 }
@@ -135,7 +145,7 @@ pub(crate) async fn existing(
                         continue;
                     };
                     if let Some(id) = views.session_for_mark(hash).await.map_err(store_error)? {
-                        found = Some((id.clone(), views.view(&id).await.map_err(store_error)?));
+                        found = Some(read(id).await?);
                         break;
                     }
                 }
@@ -149,15 +159,7 @@ pub(crate) async fn existing(
     // GW-1 tenancy: only the owner continues a session. Another owner's session is
     // not found: an explicit id answers exactly as an unknown one, anything else
     // starts a new session.
-    let owned = context
-        .booted
-        .host
-        .sessions()
-        .store()
-        .session(&id)
-        .await
-        .map_err(store_error)?
-        .is_some_and(|record| owner.owns(&record.meta_json));
+    let owned = record.is_some_and(|record| owner.owns(&record.meta_json));
     if !owned {
         return match identity {
             Identity::Session(_) => Err(refusal::from_api(errors::session_error(
@@ -166,8 +168,14 @@ pub(crate) async fn existing(
             Identity::Key(_) | Identity::Chain => Ok(None),
         };
     }
-    let (id, seen, marks, after_seq) = match extends(&view, hashes) {
-        Some(seen) => (id, seen, view.marks, view.head),
+    let prior = Prior::Read {
+        version: stored.version,
+        last: stored.view.last().map(str::to_owned),
+        chain,
+    };
+    let view = stored.view;
+    let (id, seen, marks, after_seq, prior) = match extends(&view, hashes) {
+        Some(seen) => (id, seen, view.marks, view.head, prior),
         None => match fork_point(&view, hashes) {
             Some(mark) => {
                 let sessions = context.booted.host.sessions();
@@ -197,7 +205,8 @@ pub(crate) async fn existing(
                     .copied()
                     .filter(|known| known.messages <= mark.messages)
                     .collect();
-                (fork, mark.messages, marks, mark.seq)
+                // The fork is a new session: it has no view row yet.
+                (fork, mark.messages, marks, mark.seq, Prior::Fresh)
             }
             // Diverged before the first answer: nothing to keep.
             None => return Ok(None),
@@ -213,6 +222,7 @@ pub(crate) async fn existing(
         seen,
         marks,
         after_seq,
+        prior,
     }))
 }
 

@@ -29,7 +29,7 @@ use ccare_core::{ContentBlock, LlmFailure, TokenUsage};
 use ccare_llm::Chunk;
 use tokio::sync::mpsc;
 
-use crate::gateway::view::{ClientView, TurnMark, Views, calls_suffix, next_hash};
+use crate::gateway::view::{ClientView, Prior, TurnMark, Views, calls_suffix, next_hash};
 use crate::gateway::wire::{FunctionCall, ToolCallOut};
 
 /// What the follower reports, in order: pieces, then one [`Item::End`].
@@ -107,9 +107,9 @@ pub(crate) struct Recording {
     pub(crate) marks: Vec<TurnMark>,
     /// The last seq the client's previous answer saw.
     pub(crate) after_seq: u64,
-    /// The session was created for this request: it has no client view yet
-    /// ([`Views::record`] then reads nothing).
-    pub(crate) fresh: bool,
+    /// What the request knows of the session's rows ([`Views::record`] reads
+    /// nothing more for a session it created or found).
+    pub(crate) prior: Prior,
     /// Context care, whose journal names the maintenance operations.
     pub(crate) care: Option<ccare_care::ContextCare>,
 }
@@ -297,7 +297,7 @@ pub(crate) async fn follow(
         };
         if let Err(error) = recording
             .views
-            .record(handle.session().id(), &view, recording.fresh)
+            .record(handle.session().id(), &view, recording.prior)
             .await
         {
             tracing::warn!(%error, session = %handle.session().id().as_str(), "the gateway's client view was not recorded");

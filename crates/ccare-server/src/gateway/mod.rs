@@ -55,7 +55,7 @@ use answer::Answering;
 use find::Identity;
 use follow::{Item, Recording};
 use owner::Owner;
-use view::Views;
+use view::{Prior, Views};
 use wire::{ChatRequest, ModelEntry, ModelList};
 
 /// Our code of tool results that do not answer exactly the calls the client got.
@@ -380,8 +380,8 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
             Err(reply) => return named(reply, &found),
         }
     };
-    let (handle, marks, after_seq, fresh) = match found {
-        Some(found) => (found.handle, found.marks, found.after_seq, false),
+    let (handle, marks, after_seq, prior) = match found {
+        Some(found) => (found.handle, found.marks, found.after_seq, found.prior),
         None => {
             let mut meta = JsonObject::new();
             meta.insert(
@@ -401,7 +401,7 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
             {
                 return refusal::error(503, error.code(), format!("the gateway's rows: {error}"));
             }
-            (handle, Vec::new(), 0, true)
+            (handle, Vec::new(), 0, Prior::Fresh)
         }
     };
     let session = handle.session().id().as_str().to_owned();
@@ -433,7 +433,7 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
         hashes,
         marks,
         after_seq,
-        fresh,
+        prior,
         care: context.booted.care.clone(),
     };
     let credential = owner.credential().cloned();

@@ -195,23 +195,31 @@ impl Views {
         format!("{}at/{hash}", self.scope)
     }
 
-    async fn session_row(&self, row: &str) -> Result<Option<SessionId>, StoreError> {
+    async fn session_row(&self, row: &str) -> Result<Option<Indexed>, StoreError> {
         let entry = self.store.kv_get(DOMAIN, row).await?;
-        Ok(entry
-            .and_then(|entry| String::from_utf8(entry.value).ok())
-            .and_then(|id| SessionId::new(id).ok()))
+        Ok(entry.and_then(|entry| {
+            let session = SessionId::new(String::from_utf8(entry.value).ok()?).ok()?;
+            Some(Indexed {
+                session,
+                version: entry.version,
+            })
+        }))
     }
 
     /// The session a client key is bound to.
     pub(crate) async fn session_for_key(&self, key: &str) -> Result<Option<SessionId>, StoreError> {
-        self.session_row(&self.key_row(key)).await
+        Ok(self
+            .session_row(&self.key_row(key))
+            .await?
+            .map(|row| row.session))
     }
 
-    /// The session whose client view ends with `hash`.
+    /// The session whose client view ends with `hash`, with the version of the row
+    /// that names it.
     pub(crate) async fn session_for_chain(
         &self,
         hash: &str,
-    ) -> Result<Option<SessionId>, StoreError> {
+    ) -> Result<Option<Indexed>, StoreError> {
         self.session_row(&self.chain_row(hash)).await
     }
 
@@ -220,7 +228,10 @@ impl Views {
         &self,
         hash: &str,
     ) -> Result<Option<SessionId>, StoreError> {
-        self.session_row(&self.mark_row(hash)).await
+        Ok(self
+            .session_row(&self.mark_row(hash))
+            .await?
+            .map(|row| row.session))
     }
 
     /// Binds a client key to `session`, replacing the session it named (a fork
@@ -261,46 +272,59 @@ impl Views {
         Ok(())
     }
 
-    /// A session's client view (empty when the gateway has not answered in it yet).
-    pub(crate) async fn view(&self, session: &SessionId) -> Result<ClientView, StoreError> {
+    /// A session's client view (empty when the gateway has not answered in it yet),
+    /// with the version of its row.
+    pub(crate) async fn view(&self, session: &SessionId) -> Result<StoredView, StoreError> {
         let entry = self.store.kv_get(DOMAIN, &view_row(session)).await?;
-        Ok(entry
-            .and_then(|entry| serde_json::from_slice(&entry.value).ok())
-            .unwrap_or_default())
+        Ok(match entry {
+            Some(entry) => StoredView {
+                view: serde_json::from_slice(&entry.value).unwrap_or_default(),
+                version: Some(entry.version),
+            },
+            None => StoredView::default(),
+        })
     }
 
     /// Records `view` as `session`'s client view and indexes its last hash; the
     /// previous last hash stops naming the session.
     ///
-    /// The rows are read first, then every write is queued at once, so the store
-    /// commits them in one group (one fsync before the client's `[DONE]`, not four). A
-    /// row another writer changed in between is written again on its own.
-    ///
-    /// For a session created by this request (`fresh`) nothing is read: it has no view
-    /// row yet, and its hashes index rows that nearly always do not exist, so they are
-    /// written as new; one that does exist fails its compare-and-swap and is written
-    /// again on its own, as above. The client's `[DONE]` then waits for no read.
+    /// Every write is queued at once, so the store commits them in one group (one
+    /// fsync before the client's `[DONE]`, not four). What was read of the rows when
+    /// the request found its session ([`Prior::Read`]) is not read again: the writes
+    /// compare-and-swap against the versions read then. A session created by this
+    /// request ([`Prior::Fresh`]) has no view row, and its hashes index rows that
+    /// nearly always do not exist, so they are written as new. The client's `[DONE]`
+    /// then waits for no read. A new index row that does exist fails its
+    /// compare-and-swap and is written again on its own; a view row another writer
+    /// changed since it was read is recorded again from what the rows hold now
+    /// ([`Prior::Unknown`]).
     pub(crate) async fn record(
         &self,
         session: &SessionId,
         view: &ClientView,
-        fresh: bool,
+        prior: Prior,
     ) -> Result<(), StoreError> {
         let row = view_row(session);
         let bytes = serde_json::to_vec(view).map_err(|error| StoreError::Invalid {
             what: "gateway view",
             detail: error.to_string(),
         })?;
-        let stored = if fresh {
-            None
-        } else {
-            self.store.kv_get(DOMAIN, &row).await?
+        // The view row's version, the hash it ended with, and the version of that
+        // hash's chain row when it is known to name the session.
+        let reading = prior == Prior::Unknown;
+        let (version, previous, previous_version) = match prior {
+            Prior::Fresh => (None, None, None),
+            Prior::Read {
+                version,
+                last,
+                chain,
+            } => (version, last, chain),
+            Prior::Unknown => {
+                let stored = self.view(session).await?;
+                (stored.version, stored.view.last().map(str::to_owned), None)
+            }
         };
-        let version = stored.as_ref().map(|entry| entry.version);
-        let previous = stored
-            .and_then(|entry| serde_json::from_slice::<ClientView>(&entry.value).ok())
-            .and_then(|old| old.last().map(str::to_owned))
-            .filter(|old| Some(old.as_str()) != view.last());
+        let previous = previous.filter(|old| Some(old.as_str()) != view.last());
         // The newest mark is indexed so a client without a key that edits or
         // regenerates a later message finds the fork point (GW-2).
         let mark = view
@@ -308,61 +332,122 @@ impl Views {
             .last()
             .and_then(|mark| mark.messages.checked_sub(1))
             .and_then(|index| view.hashes.get(index));
-        let mut rows: Vec<(String, Option<Vec<u8>>)> = Vec::with_capacity(3);
-        if let Some(old) = &previous {
-            rows.push((self.chain_row(old), None));
-        }
+        let mut writes = vec![(row, version, Some(bytes))];
         let value = session.as_str().as_bytes().to_vec();
+        if let Some(old) = &previous {
+            let key = self.chain_row(old);
+            // An old chain row is dropped only while it still names the session.
+            match previous_version {
+                Some(version) => writes.push((key, Some(version), None)),
+                None => {
+                    if let Some(entry) = self.store.kv_get(DOMAIN, &key).await?
+                        && entry.value == value
+                    {
+                        writes.push((key, Some(entry.version), None));
+                    }
+                }
+            }
+        }
+        let mut new_rows = Vec::with_capacity(2);
         if let Some(last) = view.last() {
-            rows.push((self.chain_row(last), Some(value.clone())));
+            new_rows.push(self.chain_row(last));
         }
         if let Some(hash) = mark {
-            rows.push((self.mark_row(hash), Some(value)));
+            new_rows.push(self.mark_row(hash));
         }
-        let current = if fresh {
-            vec![None; rows.len()]
-        } else {
-            futures_util::future::try_join_all(
-                rows.iter().map(|(key, _)| self.store.kv_get(DOMAIN, key)),
+        if reading {
+            let current = futures_util::future::try_join_all(
+                new_rows.iter().map(|key| self.store.kv_get(DOMAIN, key)),
             )
-            .await?
-        };
-        let mut writes = vec![(row, version, Some(bytes))];
-        for ((key, value), entry) in rows.into_iter().zip(current) {
-            match (&value, entry) {
-                // An old chain row is dropped only while it still names the session.
-                (None, Some(entry)) if entry.value == session.as_str().as_bytes() => {
-                    writes.push((key, Some(entry.version), None));
+            .await?;
+            for (key, entry) in new_rows.into_iter().zip(current) {
+                match entry {
+                    Some(entry) if entry.value == value => {}
+                    entry => {
+                        writes.push((key, entry.map(|entry| entry.version), Some(value.clone())))
+                    }
                 }
-                (None, _) => {}
-                (Some(wanted), Some(entry)) if &entry.value == wanted => {}
-                (Some(_), entry) => writes.push((key, entry.map(|entry| entry.version), value)),
             }
+        } else {
+            writes.extend(
+                new_rows
+                    .into_iter()
+                    .map(|key| (key, None, Some(value.clone()))),
+            );
         }
         let tickets: Vec<_> = writes
             .iter()
             .map(|(key, expected, value)| self.store.kv_cas(DOMAIN, key, *expected, value.clone()))
             .collect();
         let results = futures_util::future::join_all(tickets).await;
-        for ((key, _, value), result) in writes.into_iter().zip(results) {
+        let mut conflicts = Vec::new();
+        for (index, ((key, _, value), result)) in writes.into_iter().zip(results).enumerate() {
             match result {
                 Ok(_) => {}
+                // The view row changed since it was read: recorded again from what
+                // the rows hold now.
+                Err(StoreError::CasConflict { .. }) if index == 0 && !reading => {
+                    return Box::pin(self.record(session, view, Prior::Unknown)).await;
+                }
                 // Someone else wrote the row meanwhile: the view and the index rows
                 // are ours to set, a stale chain row is left to its new owner.
                 Err(StoreError::CasConflict { .. }) => {
                     if let Some(value) = value {
-                        self.overwrite(&key, value).await?;
+                        conflicts.push((key, value));
                     }
                 }
                 Err(error) => return Err(error),
             }
         }
+        for (key, value) in conflicts {
+            self.overwrite(&key, value).await?;
+        }
         Ok(())
     }
 }
 
+/// A lookup row's session and the version of the row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Indexed {
+    /// The session the row names.
+    pub(crate) session: SessionId,
+    /// The row's version.
+    pub(crate) version: u64,
+}
+
+/// A session's client view as read, with its row's version.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StoredView {
+    /// The view (empty when there is no row).
+    pub(crate) view: ClientView,
+    /// The version of its row; `None` when there is none.
+    pub(crate) version: Option<u64>,
+}
+
+/// What a request knows of its session's rows when [`Views::record`] writes the new
+/// client view.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Prior {
+    /// The session was created (or forked) for this request: it has no view row.
+    Fresh,
+    /// The rows as the request read them when it found the session.
+    Read {
+        /// The view row's version (`None`: it had none).
+        version: Option<u64>,
+        /// The hash the view ended with.
+        last: Option<String>,
+        /// The version of that hash's chain row, when it was read naming the
+        /// session.
+        chain: Option<u64>,
+    },
+    /// Nothing known: everything is read first.
+    Unknown,
+}
+
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     fn message(role: &str, text: &str) -> ChatMessage {
@@ -389,5 +474,123 @@ mod tests {
         ]);
         assert_eq!(extended[..2], a[..]);
         assert_eq!(a[1].len(), 32);
+    }
+
+    /// A view of `hashes` with a turn mark after its last message.
+    fn view_of(hashes: &[&str], seq: u64) -> ClientView {
+        ClientView {
+            hashes: hashes.iter().map(|hash| (*hash).to_owned()).collect(),
+            marks: vec![TurnMark {
+                messages: hashes.len(),
+                seq,
+            }],
+            head: seq,
+        }
+    }
+
+    /// The session `row` names, if any.
+    async fn named(views: &Views, row: &str) -> Option<String> {
+        views
+            .store
+            .kv_get(DOMAIN, row)
+            .await
+            .unwrap()
+            .map(|entry| String::from_utf8(entry.value).unwrap())
+    }
+
+    /// What a request reads when it finds `session` by its chain row.
+    async fn read_prior(views: &Views, session: &SessionId) -> Prior {
+        let stored = views.view(session).await.unwrap();
+        let last = stored.view.last().map(str::to_owned);
+        let chain = match &last {
+            Some(last) => views
+                .session_for_chain(last)
+                .await
+                .unwrap()
+                .map(|row| row.version),
+            None => None,
+        };
+        Prior::Read {
+            version: stored.version,
+            last,
+            chain,
+        }
+    }
+
+    #[tokio::test]
+    async fn gw_2_a_view_recorded_from_what_was_read_moves_the_chain_row() {
+        let views = Views::new(Arc::new(ccare_store::MemoryStore::new()), &Owner::Server);
+        let session = SessionId::new("s1".to_owned()).unwrap();
+        views
+            .record(&session, &view_of(&["a1", "a2"], 4), Prior::Fresh)
+            .await
+            .unwrap();
+        let prior = read_prior(&views, &session).await;
+        let next = view_of(&["a1", "a2", "a3", "a4"], 8);
+        views.record(&session, &next, prior).await.unwrap();
+        assert_eq!(views.view(&session).await.unwrap().view, next);
+        assert_eq!(named(&views, "chain/a4").await.as_deref(), Some("s1"));
+        assert_eq!(
+            named(&views, "chain/a2").await,
+            None,
+            "the old end is dropped"
+        );
+        assert_eq!(named(&views, "at/a4").await.as_deref(), Some("s1"));
+        assert_eq!(named(&views, "at/a2").await.as_deref(), Some("s1"));
+    }
+
+    #[tokio::test]
+    async fn gw_2_a_view_changed_since_it_was_read_is_recorded_from_the_rows() {
+        let views = Views::new(Arc::new(ccare_store::MemoryStore::new()), &Owner::Server);
+        let session = SessionId::new("s1".to_owned()).unwrap();
+        views
+            .record(&session, &view_of(&["a1", "a2"], 4), Prior::Fresh)
+            .await
+            .unwrap();
+        let stale = read_prior(&views, &session).await;
+        // Another request of the session records its view in between.
+        let other = read_prior(&views, &session).await;
+        views
+            .record(&session, &view_of(&["a1", "a2", "b3", "b4"], 8), other)
+            .await
+            .unwrap();
+        let ours = view_of(&["a1", "a2", "c3", "c4"], 12);
+        views.record(&session, &ours, stale).await.unwrap();
+        assert_eq!(
+            views.view(&session).await.unwrap().view,
+            ours,
+            "the last writer wins"
+        );
+        assert_eq!(named(&views, "chain/c4").await.as_deref(), Some("s1"));
+        assert_eq!(
+            named(&views, "chain/b4").await,
+            None,
+            "the other request's end no longer names the session"
+        );
+        assert_eq!(named(&views, "chain/a2").await, None);
+    }
+
+    #[tokio::test]
+    async fn gw_2_an_index_row_of_another_session_is_taken_over() {
+        let views = Views::new(Arc::new(ccare_store::MemoryStore::new()), &Owner::Server);
+        let first = SessionId::new("s1".to_owned()).unwrap();
+        let second = SessionId::new("s2".to_owned()).unwrap();
+        views
+            .record(&first, &view_of(&["a1", "a2"], 4), Prior::Fresh)
+            .await
+            .unwrap();
+        // A fresh session whose view ends where s1's does: its rows are written as
+        // new, fail their compare-and-swap and are written again.
+        views
+            .record(&second, &view_of(&["a1", "a2"], 6), Prior::Fresh)
+            .await
+            .unwrap();
+        assert_eq!(named(&views, "chain/a2").await.as_deref(), Some("s2"));
+        assert_eq!(named(&views, "at/a2").await.as_deref(), Some("s2"));
+        assert_eq!(
+            views.view(&first).await.unwrap().view,
+            view_of(&["a1", "a2"], 4),
+            "s1's own view is untouched"
+        );
     }
 }

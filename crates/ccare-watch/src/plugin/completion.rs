@@ -33,12 +33,20 @@
 //! `release` restores the notice, `dispatched` marks it `dispatched` and supersedes the
 //! session's other open notices. These callbacks are synchronous, so their writes are
 //! queued; a failure is reported by the next pre-step.
+//!
+//! The writes queued and not awaited (the watermark, the delivery edits) are kept per
+//! session, and a catch-up first awaits the session's own: they are long settled by
+//! the next request, so a busy server's catch-up waits for no other session's write
+//! (a flush of the shared domains would wait for a commit of every session's latest
+//! watermark).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use ccare_agent::controls::{ControlAction, ControlRule, ControlSource, Controls};
-use ccare_agent::domains::{Domain, DomainError, DomainSpec, PluginDomains, TableSpec};
+use ccare_agent::domains::{
+    Domain, DomainError, DomainSpec, PluginDomains, TableSpec, WriteTicket,
+};
 use ccare_agent::{
     BoxFuture, HookContext, HookError, PluginScope, PreStepDecision, PreStepHook, PreStepInput,
     PreStepNext, RequestHook, RequestSegment,
@@ -155,12 +163,15 @@ struct Reservation {
     deliveries: u32,
 }
 
-/// Per session: the route of the request being prepared, and a lock that keeps two
-/// catch-ups of one session apart.
+/// Per session: the route of the request being prepared, a lock that keeps two
+/// catch-ups of one session apart, and the session's queued writes not yet awaited.
 #[derive(Default)]
 struct SessionEntry {
     route: Option<String>,
     lock: Arc<tokio::sync::Mutex<()>>,
+    /// The watermark and notice writes queued for the session and not awaited; the
+    /// next catch-up awaits them (and reports their failures) before it reads.
+    queued: Vec<WriteTicket>,
 }
 
 /// The shared state of a mounted observer.
@@ -242,11 +253,26 @@ impl Observer {
         if let Some(failure) = failure {
             return Err(failure.into());
         }
-        stores.notices.flush(None).await?;
-        stores.state.flush(None).await?;
         let id = session.id();
         let lock = Arc::clone(&self.sessions.lock().entry(id.clone()).or_default().lock);
         let _serial = lock.lock().await;
+        // This session's earlier writes, visible once settled; another session's
+        // writes are not read here.
+        let queued = self
+            .sessions
+            .lock()
+            .get_mut(id)
+            .map(|entry| std::mem::take(&mut entry.queued))
+            .unwrap_or_default();
+        let mut failure = None;
+        for ticket in queued {
+            if let Err(error) = ticket.await {
+                failure.get_or_insert(error);
+            }
+        }
+        if let Some(failure) = failure {
+            return Err(failure.into());
+        }
         let watermarks = stores.notices.table(WATERMARKS_TABLE)?;
         let watermark_key = state_key(id.as_str(), SOURCE_ASSISTANT);
         let watermark = watermarks
@@ -293,10 +319,11 @@ impl Observer {
             // Queued after the transitions above were acknowledged, and not awaited:
             // if it is lost, a replay redoes the same idempotent transitions (CO-4),
             // and a failure is reported by the next catch-up's flush.
-            let _queued = watermarks.put(
+            let ticket = watermarks.put(
                 &watermark_key,
                 json!({"sessionId": id.as_str(), "seq": processed}),
             )?;
+            self.keep_queued(id, ticket);
         }
         Ok(())
     }
@@ -480,9 +507,24 @@ impl Observer {
         message
     }
 
-    /// Queues `edit` over a stored notice; a queueing error is kept for the next
-    /// pre-step.
-    fn edit_notice(&self, key: &str, mut edit: impl FnMut(&mut CompletionNotice) + Send + 'static) {
+    /// Keeps a queued write of `session` for its next catch-up to await.
+    fn keep_queued(&self, session: &SessionId, ticket: WriteTicket) {
+        self.sessions
+            .lock()
+            .entry(session.clone())
+            .or_default()
+            .queued
+            .push(ticket);
+    }
+
+    /// Queues `edit` over a stored notice of `session`; the write, or a queueing
+    /// error, is kept for the session's next pre-step.
+    fn edit_notice(
+        &self,
+        session: &SessionId,
+        key: &str,
+        mut edit: impl FnMut(&mut CompletionNotice) + Send + 'static,
+    ) {
         let Some(stores) = self.stores.get() else {
             return;
         };
@@ -497,8 +539,9 @@ impl Observer {
                 Some(encode(&notice))
             })
         });
-        if let Err(error) = queued {
-            self.failures.lock().push(error);
+        match queued {
+            Ok(ticket) => self.keep_queued(session, ticket),
+            Err(error) => self.failures.lock().push(error),
         }
     }
 }
@@ -561,7 +604,7 @@ impl RequestSegment for Outbox {
             return Vec::new();
         };
         let (status, deliveries) = (notice.status, notice.deliveries);
-        self.0.edit_notice(&key, |notice| {
+        self.0.edit_notice(context.session.id(), &key, |notice| {
             if notice.is_open() && notice.deliveries < notice.max_deliveries {
                 notice.reserve();
             }
@@ -582,12 +625,13 @@ impl RequestSegment for Outbox {
         let Some(reservation) = self.0.reservations.lock().remove(call_id) else {
             return;
         };
-        self.0.edit_notice(&reservation.key, |notice| {
-            notice.status = NoticeStatus::Dispatched;
-        });
+        self.0
+            .edit_notice(&reservation.session, &reservation.key, |notice| {
+                notice.status = NoticeStatus::Dispatched;
+            });
         for (key, notice) in self.0.notices(&reservation.session) {
             if key != reservation.key && notice.is_open() {
-                self.0.edit_notice(&key, |notice| {
+                self.0.edit_notice(&reservation.session, &key, |notice| {
                     if notice.is_open() {
                         notice.status = NoticeStatus::Superseded;
                     }
@@ -601,13 +645,14 @@ impl RequestSegment for Outbox {
             return;
         };
         let (status, deliveries) = (reservation.status, reservation.deliveries);
-        self.0.edit_notice(&reservation.key, move |notice| {
-            if notice.status == NoticeStatus::DeliveryUnknown
-                && notice.deliveries == deliveries.saturating_add(1)
-            {
-                notice.status = status;
-                notice.deliveries = deliveries;
-            }
-        });
+        self.0
+            .edit_notice(&reservation.session, &reservation.key, move |notice| {
+                if notice.status == NoticeStatus::DeliveryUnknown
+                    && notice.deliveries == deliveries.saturating_add(1)
+                {
+                    notice.status = status;
+                    notice.deliveries = deliveries;
+                }
+            });
     }
 }

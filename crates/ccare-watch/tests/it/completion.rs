@@ -813,3 +813,58 @@ async fn co_5_the_watermark_is_written_only_past_a_processed_reply() {
         "{seq} is past the first reply, before the second: {replies:?}"
     );
 }
+
+#[tokio::test]
+async fn co_5_a_lost_watermark_write_fails_the_sessions_next_request() {
+    // The watermark is queued, not awaited; a write the store refused is reported
+    // by the session's next pre-step, which fails the turn naming the plugin.
+    let store = Arc::new(ccare_agent::testing::FailingStore::new(
+        ccare_store::MemoryStore::new(),
+    ));
+    let composition = Composition::over(
+        Arc::clone(&store) as Arc<dyn ccare_store::Store>,
+        &[reply("ok"), reply("fine"), reply("unused")],
+    );
+    composition
+        .host
+        .mount(&StreamWatchPlugin::default(), &json!({}))
+        .unwrap();
+    let (session, agent) = composition.agent("scripted", None).await;
+    agent.prompt("one");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    // The second request's pre-step processes the first reply and queues the
+    // watermark past it: that write fails.
+    store.fail(
+        ccare_agent::testing::Fault::kv_writes("disk unplugged")
+            .containing(NOTICES_DOMAIN)
+            .once(),
+    );
+    agent.prompt("two");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    agent.prompt("three");
+    agent.when_idle().await;
+    let ends: Vec<Value> = session.with_log(|log| {
+        log.events()
+            .iter()
+            .filter(|event| event.kind() == "turn/end")
+            .map(|event| serde_json::from_str(event.data_json()).unwrap())
+            .collect()
+    });
+    assert_eq!(ends.len(), 3);
+    let failure = &ends[2]["reason"]["failure"];
+    assert_eq!(failure["code"], "HOOK_FAILED", "{:?}", ends[2]);
+    assert_eq!(failure["plugin"], "stream-watch", "{:?}", ends[2]);
+    assert!(
+        failure["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("completion observer")
+                && message.contains("disk unplugged")),
+        "{:?}",
+        ends[2]
+    );
+    assert_eq!(
+        composition.script.requests().len(),
+        2,
+        "the third request never left"
+    );
+}

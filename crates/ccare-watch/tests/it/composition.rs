@@ -36,6 +36,22 @@ impl Composition {
         }
     }
 
+    /// The host over `store` (e.g. a `FailingStore`), the model answering `replies`
+    /// in order.
+    pub(crate) fn over(store: Arc<dyn ccare_store::Store>, replies: &[Value]) -> Self {
+        let text: Vec<String> = replies.iter().map(Value::to_string).collect();
+        let kit = TestHost::builder(&text.join("\n"))
+            .store(store)
+            .build()
+            .unwrap();
+        Self {
+            host: Arc::clone(kit.host()),
+            sessions: Arc::clone(kit.sessions()),
+            script: kit.script().clone(),
+            kit,
+        }
+    }
+
     /// An agent on model `s/<model>`, on a new session or the stored `resume`.
     pub(crate) async fn agent(&self, model: &str, resume: Option<&SessionId>) -> (Session, Agent) {
         let session = match resume {
