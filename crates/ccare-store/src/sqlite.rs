@@ -71,7 +71,11 @@
 //!
 //! Reads run on `tokio::task::spawn_blocking` (so they need a tokio runtime) with one of
 //! [`SqliteConfig::read_connections`] read-only connections; a read waits for a free
-//! connection. A multi-statement read runs in one read transaction, so it sees one
+//! connection. A point read by primary key (`session`, `kv_get`, `lease`: one row,
+//! a few B-tree pages, microseconds on a warm page cache) runs on the polling thread
+//! when a connection is free at once: handing it to a blocking thread and back costs
+//! more than the read, and on a busy server the hand-off's wake-ups delay it far
+//! more. It falls back to `spawn_blocking` when every connection is busy. A multi-statement read runs in one read transaction, so it sees one
 //! snapshot. Rows are checked: an event body must be UTF-8 TEXT and the seqs of a range
 //! must have no gap, else [`StoreError::Corrupt`].
 
@@ -344,6 +348,28 @@ impl SqliteStore {
         })
     }
 
+    /// A point read: on the polling thread when a read connection is free at once,
+    /// else as [`SqliteStore::blocking`] does.
+    fn point<T: Send + 'static>(
+        &self,
+        operation: &'static str,
+        work: impl FnOnce(&mut Connection, &Path) -> Result<T, StoreError> + Send + 'static,
+    ) -> StoreFuture<'_, T> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Box::pin(std::future::ready(Err(StoreError::Closed)));
+        }
+        Box::pin(async move {
+            let pool = &self.inner.readers;
+            match pool.try_checkout() {
+                Some(mut checkout) => match checkout.conn.as_mut() {
+                    Some(conn) => work(conn, &pool.path),
+                    None => Err(backend(operation, self.path(), "no read connection")),
+                },
+                None => self.blocking(operation, work).await,
+            }
+        })
+    }
+
     fn blocking<T: Send + 'static>(
         &self,
         operation: &'static str,
@@ -456,7 +482,7 @@ impl Store for SqliteStore {
 
     fn session(&self, id: &SessionId) -> StoreFuture<'_, Option<SessionRecord>> {
         let id = id.clone();
-        self.blocking("session", move |conn, path| read_session(conn, path, &id))
+        self.point("session", move |conn, path| read_session(conn, path, &id))
     }
 
     fn list_sessions(&self, query: SessionQuery) -> StoreFuture<'_, Vec<SessionRecord>> {
@@ -497,14 +523,14 @@ impl Store for SqliteStore {
 
     fn lease(&self, session: &SessionId) -> StoreFuture<'_, Option<Lease>> {
         let session = session.clone();
-        self.blocking("lease", move |conn, path| {
+        self.point("lease", move |conn, path| {
             lease::read_lease(conn, path, &session)
         })
     }
 
     fn kv_get(&self, domain: &str, key: &str) -> StoreFuture<'_, Option<KvEntry>> {
         let (domain, key) = (domain.to_owned(), key.to_owned());
-        self.blocking("kv_get", move |conn, path| {
+        self.point("kv_get", move |conn, path| {
             kv_get(conn, path, &domain, &key)
         })
     }
@@ -1225,6 +1251,15 @@ impl ReadPool {
             path: path.to_owned(),
             idle: Mutex::new(idle),
             returned: Condvar::new(),
+        })
+    }
+
+    /// A free connection, if one is idle now (returned to the pool when dropped).
+    fn try_checkout(&self) -> Option<Checkout<'_>> {
+        let conn = lock(&self.idle).pop()?;
+        Some(Checkout {
+            pool: self,
+            conn: Some(conn),
         })
     }
 
