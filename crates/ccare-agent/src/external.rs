@@ -13,7 +13,7 @@
 use std::collections::HashSet;
 
 use ccare_core::kinds::{
-    ASSISTANT_MESSAGE, AssistantMessage, StepEnd, ToolError, ToolResult, TurnEnd, TurnEndReason,
+    ASSISTANT_MESSAGE, AssistantReply, StepEnd, ToolError, ToolResult, TurnEnd, TurnEndReason,
     USER_MESSAGE, UserMessage,
 };
 use ccare_core::{ContentBlock, EventDraft, Message, Source, SurfaceOp, ToolCallBlock};
@@ -338,7 +338,7 @@ impl Agent {
         self.inner.session.with_log(|log| {
             let (turn, step) = log.state().open_step?;
             let event = log.last_of_kind(ASSISTANT_MESSAGE)?;
-            let message = event.decode::<AssistantMessage>().ok()?;
+            let message = event.decode_part::<AssistantReply>().ok()?;
             Some((turn, step, message.message.tool_calls().cloned().collect()))
         })
     }

@@ -172,6 +172,13 @@ pub trait EventData: Serialize + DeserializeOwned {
     const KIND: &'static str;
 }
 
+/// A read-only view of some fields of a payload of kind `OF`, for readers of a large
+/// payload that need little of it. Not [`EventData`]: a part is never logged.
+pub trait EventPart: DeserializeOwned {
+    /// The event type string of the payload this is part of.
+    const OF: &'static str;
+}
+
 /// A committed event: immutable, shared as `Arc<Event>` (H-LOG-3).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Event {
@@ -458,6 +465,13 @@ impl Event {
     /// Decodes `data` as the typed payload `T`.
     pub fn decode<T: EventData>(&self) -> Result<T, EventError> {
         self.decode_as(T::KIND)
+    }
+
+    /// Decodes some of `data`'s fields as `T`, a read-only view of a payload of kind
+    /// `T::OF` (e.g. [`crate::kinds::AssistantReply`]): the fields `T` leaves out are
+    /// skipped without being built.
+    pub fn decode_part<T: EventPart>(&self) -> Result<T, EventError> {
+        self.decode_as(T::OF)
     }
 
     fn decode_as<T: DeserializeOwned>(&self, kind: &str) -> Result<T, EventError> {

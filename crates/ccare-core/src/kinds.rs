@@ -11,7 +11,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::event::EventData;
+use crate::event::{EventData, EventPart};
 use crate::message::Message;
 
 mod attempt;
@@ -235,6 +235,37 @@ impl EventData for AssistantMessage {
     const KIND: &'static str = ASSISTANT_MESSAGE;
 }
 
+/// An `assistant/message` without its stream records: the message, its route, usage
+/// and finish, as most readers need them. Decoding it skips `stream` (one JSON value
+/// per streamed delta, the bulk of a long answer's event) instead of building it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct AssistantReply {
+    /// The turn number.
+    pub turn: u32,
+    /// The step number.
+    pub step: u32,
+    /// The provider call that produced it.
+    pub call_id: String,
+    /// The provider name.
+    pub provider: String,
+    /// The model name.
+    pub model: String,
+    /// The assembled message.
+    pub message: Message,
+    /// Token usage, when the provider reported it.
+    #[serde(default)]
+    pub usage: Option<crate::usage::TokenUsage>,
+    /// `stop`, `length`, `tool-calls`, `aborted`, ...
+    pub finish: String,
+    /// Set when the output was cut short and only its visible prefix is kept.
+    #[serde(default)]
+    pub interrupted: bool,
+}
+
+impl EventPart for AssistantReply {
+    const OF: &'static str = ASSISTANT_MESSAGE;
+}
+
 /// Who runs a tool call (ACT-3): the host, or the caller that declared the tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -413,5 +444,30 @@ pub(crate) mod tests {
             "{line}"
         );
         round_trip(line)
+    }
+
+    #[test]
+    fn an_assistant_reply_reads_the_message_without_its_stream() {
+        let line = r#"{"seq":7,"time_ms":1,"type":"assistant/message","data":{"turn":2,"step":1,"call_id":"c1","provider":"p","model":"m","message":{"content":[{"type":"text","text":"hi"}]},"usage":{"input":3,"cache_read":0,"cache_write":0,"output":1,"reasoning":0},"finish":"stop","interrupted":true,"stream":[{"type":"text","text":"h"},{"type":"text","text":"i"}]}}"#;
+        let full = round_trip::<super::AssistantMessage>(line);
+        assert_eq!(full.stream.len(), 2);
+        let Ok(event) = Event::parse(line) else {
+            unreachable!("round_trip parsed it");
+        };
+        let reply = event.decode_part::<super::AssistantReply>();
+        assert_eq!(
+            reply,
+            Ok(super::AssistantReply {
+                turn: full.turn,
+                step: full.step,
+                call_id: full.call_id,
+                provider: full.provider,
+                model: full.model,
+                message: full.message,
+                usage: full.usage,
+                finish: full.finish,
+                interrupted: full.interrupted,
+            })
+        );
     }
 }

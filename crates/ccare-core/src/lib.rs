@@ -39,7 +39,7 @@ pub mod strict;
 mod usage;
 
 pub use clock::{Clock, ManualClock, SystemClock, rfc3339_utc};
-pub use event::{Event, EventData, EventDraft, EventError, SurfaceOp};
+pub use event::{Event, EventData, EventDraft, EventError, EventPart, SurfaceOp};
 pub use extra::Extra;
 pub use failure::{FailureCode, FailureOrigin, LlmFailure, LocalRefusal, RefusalBudgetKind};
 pub use ids::{InvalidSessionId, SessionId};

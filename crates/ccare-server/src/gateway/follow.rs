@@ -24,7 +24,7 @@
 
 use ccare_agent::{EventStream, StreamItem};
 use ccare_app::AgentHandle;
-use ccare_core::kinds::{AssistantMessage, CancelCause, TurnEnd, TurnEndReason, TurnFailure};
+use ccare_core::kinds::{AssistantReply, CancelCause, TurnEnd, TurnEndReason, TurnFailure};
 use ccare_core::{ContentBlock, LlmFailure, TokenUsage};
 use ccare_llm::Chunk;
 use tokio::sync::mpsc;
@@ -213,7 +213,7 @@ pub(crate) async fn follow(
                         maintenance
                             .report(&handle, recording.care.as_ref(), after_seq, &items)
                             .await;
-                        let Ok(message) = event.decode::<AssistantMessage>() else {
+                        let Ok(message) = event.decode_part::<AssistantReply>() else {
                             continue;
                         };
                         calls.extend(message.message.content.iter().filter_map(
@@ -440,7 +440,7 @@ fn host_failure(status: u16, code: &str, message: &str) -> Failure {
 /// got: all of it for a provider that does not stream, the rest after a lag.
 fn absorb(
     outcome: &mut Outcome,
-    message: &AssistantMessage,
+    message: &AssistantReply,
     pieces: &Pieces,
     seam: &mut bool,
     items: &mpsc::UnboundedSender<Item>,

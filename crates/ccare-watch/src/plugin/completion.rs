@@ -51,7 +51,7 @@ use ccare_agent::{
     BoxFuture, HookContext, HookError, PluginScope, PreStepDecision, PreStepHook, PreStepInput,
     PreStepNext, RequestHook, RequestSegment,
 };
-use ccare_core::kinds::{ASSISTANT_ATTEMPT, ASSISTANT_MESSAGE, AssistantMessage};
+use ccare_core::kinds::{ASSISTANT_ATTEMPT, ASSISTANT_MESSAGE, AssistantReply};
 use ccare_core::{ContentBlock, Extra, Locale, Message, PluginSource, SessionId, Source};
 use ccare_llm::{CallConfig, Llm, Purpose};
 use ccare_session::Session;
@@ -289,7 +289,7 @@ impl Observer {
                 .filter_map(|event| match event.kind() {
                     ASSISTANT_ATTEMPT => Some(Work::Recover),
                     ASSISTANT_MESSAGE => {
-                        let reply = event.decode::<AssistantMessage>().ok()?;
+                        let reply = event.decode_part::<AssistantReply>().ok()?;
                         Some(if reply.interrupted {
                             Work::Recover
                         } else {
@@ -472,7 +472,7 @@ impl Observer {
                 .iter()
                 .rev()
                 .filter(|event| event.kind() == ASSISTANT_MESSAGE)
-                .find_map(|event| event.decode::<AssistantMessage>().ok())
+                .find_map(|event| event.decode_part::<AssistantReply>().ok())
                 .map(|reply| format!("{}/{}", reply.provider, reply.model))
         })
     }

@@ -541,8 +541,8 @@ impl WatchPreStep {
             .find(|derived| derived.role == ccare_core::Role::Assistant)?;
         let call_id = context.session.with_log(|log| {
             log.event_at(last_assistant.seq)
-                .and_then(|event| serde_json::from_str::<Value>(event.data_json()).ok())
-                .and_then(|data| data["call_id"].as_str().map(str::to_owned))
+                .and_then(|event| serde_json::from_str::<CallOf>(event.data_json()).ok())
+                .and_then(|data| data.call_id)
         });
         if let Some(call_id) = call_id
             && watch
@@ -584,6 +584,13 @@ impl WatchPreStep {
             ),
         ))
     }
+}
+
+/// The `call_id` of an `assistant/message`, read without building the rest.
+#[derive(serde::Deserialize)]
+struct CallOf {
+    #[serde(default)]
+    call_id: Option<String>,
 }
 
 /// The `source` of a `user/message`, read without building its content.
