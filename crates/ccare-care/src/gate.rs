@@ -188,7 +188,10 @@ pub(crate) async fn check_request(
         .map_err(internal)?;
     let budget = record.budget;
     // Persisted before the decision (CC-BUD-6).
-    journal.flush().await.map_err(internal)?;
+    journal
+        .flush_call(session_id, &record.call_id)
+        .await
+        .map_err(internal)?;
     match preflight(q, budget.as_ref()) {
         Preflight::Dispatch => Ok(()),
         Preflight::Refuse(refusal) => Err(refusal.to_llm_failure(&route.provider, &route.model)),

@@ -192,9 +192,12 @@ impl RequestJournal {
                 let domain = self
                     .domains
                     .open(
+                        // One queue per record and one per session's index rows:
+                        // a request waits for its own record to be durable, never
+                        // for the writes other sessions queued before it.
                         DomainSpec::new(JOURNAL_DOMAIN, 1)
-                            .table(TableSpec::new(JOURNAL_TABLE))
-                            .table(TableSpec::new(SESSION_INDEX_TABLE)),
+                            .table(TableSpec::by(JOURNAL_TABLE, str::to_owned))
+                            .table(TableSpec::by_first_segment(SESSION_INDEX_TABLE)),
                     )
                     .await?;
                 self.reindex(&domain)?;
@@ -444,6 +447,17 @@ impl RequestJournal {
         self.open().await?.flush(None).await?;
         self.stamps.flushed(through);
         Ok(())
+    }
+
+    /// Waits until the writes [`RequestJournal::ready`] queued for `call_id` of
+    /// `session` (its record, its index row) are durable, and returns the oldest
+    /// unreported failure among the record's and the session index's writes. Other
+    /// sessions' writes are not waited for: on a busy server the request gate waits
+    /// for its own record only (CC-BUD-6).
+    pub async fn flush_call(&self, session: &SessionId, call_id: &str) -> Result<(), DomainError> {
+        let domain = self.open().await?;
+        domain.flush(Some(&record_key(call_id))).await?;
+        domain.flush(Some(session.as_str())).await
     }
 
     /// Waits until every write of `session` queued before the call is settled, so a
