@@ -130,8 +130,39 @@ pub(crate) fn mount(
     });
     scope.pre_step(Arc::new(CatchUp(Arc::clone(&observer))), false);
     scope.request(Arc::new(RequestRoute(Arc::clone(&observer))));
-    scope.request_segment(Arc::new(Outbox(observer)));
+    scope.request_segment(Arc::new(Outbox(Arc::clone(&observer))));
+    scope.observer(Arc::new(Forget(observer)));
     Ok(())
+}
+
+/// Forgets a closed session: its route, its catch-up lock and the writes it queued (a
+/// server keeps state only for the sessions it drives). A queued write that fails
+/// after that is left to the domain's next flush; the session's next catch-up, in this
+/// process or another, replays from the stored watermark (CO-4 makes that idempotent).
+struct Forget(Arc<Observer>);
+
+impl ccare_session::Observer for Forget {
+    fn name(&self) -> &str {
+        "stream-watch completion"
+    }
+
+    fn on_event(
+        &self,
+        _session: &SessionId,
+        _event: &Arc<ccare_core::Event>,
+    ) -> Result<(), ccare_session::ObserverError> {
+        Ok(())
+    }
+
+    fn on_lifecycle(
+        &self,
+        notice: &ccare_session::Lifecycle,
+    ) -> Result<(), ccare_session::ObserverError> {
+        if let ccare_session::Lifecycle::Closed(session) = notice {
+            self.0.sessions.lock().remove(session);
+        }
+        Ok(())
+    }
 }
 
 /// Why the observer could not process a session.
