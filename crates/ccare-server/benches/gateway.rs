@@ -394,6 +394,22 @@ fn first_byte(bencher: Bencher, row: &'static str, target: Target) {
     });
 }
 
+/// Reads `response` (sent at `sent`) to its end, recording its first byte and its end
+/// for `row`; the body must end with `[DONE]`.
+async fn read_answer(row: &'static str, sent: Instant, mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while let Some(bytes) = response.chunk().await.unwrap() {
+        if body.is_empty() {
+            record_request(row, Phase::FirstByte, sent.elapsed());
+        }
+        body.extend_from_slice(&bytes);
+    }
+    record_request(row, Phase::Done, sent.elapsed());
+    let body = String::from_utf8(body).unwrap();
+    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+    body
+}
+
 fn throughput(bencher: Bencher, row: &'static str, target: Target, pace: Pace) {
     let setup = setup();
     bencher
@@ -403,18 +419,9 @@ fn throughput(bencher: Bencher, row: &'static str, target: Target, pace: Pace) {
             runtime().block_on(async {
                 let streams = (0..CONCURRENCY).map(|_| async {
                     let sent = Instant::now();
-                    let mut response = request(setup, target, pace).send().await.unwrap();
+                    let response = request(setup, target, pace).send().await.unwrap();
                     assert_eq!(response.status().as_u16(), 200);
-                    let mut text = Vec::new();
-                    while let Some(bytes) = response.chunk().await.unwrap() {
-                        if text.is_empty() {
-                            record_request(row, Phase::FirstByte, sent.elapsed());
-                        }
-                        text.extend_from_slice(&bytes);
-                    }
-                    record_request(row, Phase::Done, sent.elapsed());
-                    let text = String::from_utf8(text).unwrap();
-                    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+                    read_answer(row, sent, response).await;
                 });
                 futures_util::future::join_all(streams).await;
             });
@@ -483,7 +490,7 @@ fn continuing(bencher: Bencher, row: &'static str, target: Target) {
             runtime().block_on(async {
                 let turns = current.iter_mut().map(|conversation| async move {
                     let sent = Instant::now();
-                    let mut response = request_with(setup, target, &conversation.messages)
+                    let response = request_with(setup, target, &conversation.messages)
                         .send()
                         .await
                         .unwrap();
@@ -493,16 +500,7 @@ fn continuing(bencher: Bencher, row: &'static str, target: Target) {
                         .get("x-ccare-session")
                         .and_then(|value| value.to_str().ok())
                         .map(str::to_owned);
-                    let mut body = Vec::new();
-                    while let Some(bytes) = response.chunk().await.unwrap() {
-                        if body.is_empty() {
-                            record_request(row, Phase::FirstByte, sent.elapsed());
-                        }
-                        body.extend_from_slice(&bytes);
-                    }
-                    record_request(row, Phase::Done, sent.elapsed());
-                    let body = String::from_utf8(body).unwrap();
-                    assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+                    let body = read_answer(row, sent, response).await;
                     if target != Target::Direct {
                         assert!(session.is_some(), "no x-ccare-session");
                         if conversation.session.is_some() {

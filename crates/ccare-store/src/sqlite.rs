@@ -75,9 +75,10 @@
 //! a few B-tree pages, microseconds on a warm page cache) runs on the polling thread
 //! when a connection is free at once: handing it to a blocking thread and back costs
 //! more than the read, and on a busy server the hand-off's wake-ups delay it far
-//! more. It falls back to `spawn_blocking` when every connection is busy. A multi-statement read runs in one read transaction, so it sees one
-//! snapshot. Rows are checked: an event body must be UTF-8 TEXT and the seqs of a range
-//! must have no gap, else [`StoreError::Corrupt`].
+//! more. It falls back to `spawn_blocking` when every connection is busy. A
+//! multi-statement read runs in one read transaction, so it sees one snapshot. Rows are
+//! checked: an event body must be UTF-8 TEXT and the seqs of a range must have no gap,
+//! else [`StoreError::Corrupt`].
 
 mod group;
 mod lease;

@@ -517,14 +517,25 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn gw_2_a_view_recorded_from_what_was_read_moves_the_chain_row() {
-        let views = Views::new(Arc::new(ccare_store::MemoryStore::new()), &Owner::Server);
+    /// Rows over a fresh store, as the server token finds them.
+    fn views() -> Views {
+        Views::new(Arc::new(ccare_store::MemoryStore::new()), &Owner::Server)
+    }
+
+    /// Session `s1` after its first answer: view `a1, a2`, a turn mark after both.
+    async fn first_answer() -> (Views, SessionId) {
+        let views = views();
         let session = SessionId::new("s1".to_owned()).unwrap();
         views
             .record(&session, &view_of(&["a1", "a2"], 4), Prior::Fresh)
             .await
             .unwrap();
+        (views, session)
+    }
+
+    #[tokio::test]
+    async fn gw_2_a_view_recorded_from_what_was_read_moves_the_chain_row() {
+        let (views, session) = first_answer().await;
         let prior = read_prior(&views, &session).await;
         let next = view_of(&["a1", "a2", "a3", "a4"], 8);
         views.record(&session, &next, prior).await.unwrap();
@@ -541,12 +552,7 @@ mod tests {
 
     #[tokio::test]
     async fn gw_2_a_view_changed_since_it_was_read_is_recorded_from_the_rows() {
-        let views = Views::new(Arc::new(ccare_store::MemoryStore::new()), &Owner::Server);
-        let session = SessionId::new("s1".to_owned()).unwrap();
-        views
-            .record(&session, &view_of(&["a1", "a2"], 4), Prior::Fresh)
-            .await
-            .unwrap();
+        let (views, session) = first_answer().await;
         let stale = read_prior(&views, &session).await;
         // Another request of the session records its view in between.
         let other = read_prior(&views, &session).await;
@@ -572,7 +578,7 @@ mod tests {
 
     #[tokio::test]
     async fn gw_2_an_index_row_of_another_session_is_taken_over() {
-        let views = Views::new(Arc::new(ccare_store::MemoryStore::new()), &Owner::Server);
+        let views = views();
         let first = SessionId::new("s1".to_owned()).unwrap();
         let second = SessionId::new("s2".to_owned()).unwrap();
         views

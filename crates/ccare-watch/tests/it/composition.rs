@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use ccare_agent::testing::TestHost;
+use ccare_agent::testing::{TestHost, TestHostBuilder};
 use ccare_agent::{Agent, Host};
 use ccare_core::SessionId;
 use ccare_llm::script::ScriptProvider;
@@ -23,27 +23,23 @@ pub(crate) struct Composition {
 impl Composition {
     /// The host over the SQLite file `db`, the model answering `replies` in order.
     pub(crate) fn new(db: &Path, replies: &[Value]) -> Self {
-        let text: Vec<String> = replies.iter().map(Value::to_string).collect();
-        let kit = TestHost::builder(&text.join("\n"))
-            .sqlite_file(db)
-            .build()
-            .unwrap();
-        Self {
-            host: Arc::clone(kit.host()),
-            sessions: Arc::clone(kit.sessions()),
-            script: kit.script().clone(),
-            kit,
-        }
+        Self::built(Self::builder(replies).sqlite_file(db))
     }
 
     /// The host over `store` (e.g. a `FailingStore`), the model answering `replies`
     /// in order.
     pub(crate) fn over(store: Arc<dyn ccare_store::Store>, replies: &[Value]) -> Self {
+        Self::built(Self::builder(replies).store(store))
+    }
+
+    /// The test host's builder, its scripted model answering `replies` in order.
+    fn builder(replies: &[Value]) -> TestHostBuilder {
         let text: Vec<String> = replies.iter().map(Value::to_string).collect();
-        let kit = TestHost::builder(&text.join("\n"))
-            .store(store)
-            .build()
-            .unwrap();
+        TestHost::builder(&text.join("\n"))
+    }
+
+    fn built(builder: TestHostBuilder) -> Self {
+        let kit = builder.build().unwrap();
         Self {
             host: Arc::clone(kit.host()),
             sessions: Arc::clone(kit.sessions()),
