@@ -486,6 +486,18 @@ impl Care {
         Ok((frozen, measured))
     }
 
+    /// Prepares the session's next boundary while it is idle, appending and recording
+    /// nothing: its state ensured, the pricing frozen on the journal as it stands, and
+    /// every surface message priced into the session's price cache. The boundary then
+    /// reuses the frozen pricing (unless the journal changed since) and prices only
+    /// what it adds.
+    pub(crate) async fn warm(&self, session: &ccare_session::Session) -> Result<(), CareError> {
+        self.ensure_session(session).await?;
+        let frozen = self.freeze(session.id()).await?;
+        self.measure_live(&frozen, session, std::iter::empty())?;
+        Ok(())
+    }
+
     /// Samples the metrics (CC-MET-4): `retained` is the surface; the load adds the
     /// latest header's tools and `batch` (pending messages, the notice to come).
     pub(crate) fn measure<'m>(

@@ -281,7 +281,8 @@ impl RequestGate for BudgetGate {
 }
 
 /// Makes the journal durable whenever an agent goes idle, so a turn's settlement is
-/// on disk (and visible to another reader) once the agent is idle.
+/// on disk (and visible to another reader) once the agent is idle, then samples the
+/// session so its next request's boundary starts warm.
 pub(crate) struct JournalFlush {
     pub(crate) care: Arc<Care>,
 }
@@ -294,6 +295,13 @@ impl IdleHook for JournalFlush {
                 .with_session(session.id(), |state| state.overflow_retries = 0);
             if let Err(error) = self.care.journal.flush().await {
                 tracing::error!(session = %session.id(), %error, "context-care journal: write failed");
+                return;
+            }
+            // Freeze the pricing on the settled journal and price the answer that just
+            // ended, while nothing waits: the next boundary finds both kept and prices
+            // only what it adds. A failure here is the next boundary's to report.
+            if let Err(error) = self.care.warm(session).await {
+                tracing::debug!(session = %session.id(), %error, "context-care: idle sample left to the next boundary");
             }
         })
     }

@@ -13,6 +13,11 @@
 //!   upstream, timed up to the first body bytes (the rest is drained untimed).
 //! - `gateway_first_byte` / `gateway_first_byte_care_off`: the same through the
 //!   gateway. Target: the added latency, the difference of the medians, ≤ 1 ms.
+//! - `direct_continuing_first_byte`, `gateway_continuing_first_byte`,
+//!   `gateway_continuing_first_byte_care_off`: the same for one conversation continued
+//!   turn after turn (the whole transcript plus a new user message, a new conversation
+//!   after 10 turns), each turn sent as soon as the last answer ended, as an agent's
+//!   next step is: the latency a client meets in a session it keeps using.
 //! - `direct_paced_c20`, `gateway_paced_c20`, `gateway_paced_c20_care_off`: 20
 //!   requests at once, each read to its end (`[DONE]`), the fake answering at a fast
 //!   model's pace (first token after 20 ms, then 10 tokens 2 ms apart). Target:
@@ -438,14 +443,31 @@ struct Conversation {
     messages: Vec<Value>,
     turns: usize,
     session: Option<String>,
+    /// The pace its requests ask the fake for.
+    pace: Pace,
 }
 
 impl Conversation {
-    fn new() -> Self {
+    fn new(pace: Pace) -> Self {
         Self {
-            messages: vec![system_message(), user_message(Pace::Fast)],
+            messages: vec![system_message(), user_message(pace)],
             turns: 0,
             session: None,
+            pace,
+        }
+    }
+
+    /// After the streamed answer `body`: the transcript with that answer and a new
+    /// user message, or a new conversation after [`TURNS_PER_CONVERSATION`] turns.
+    fn next_turn(&mut self, body: &str) {
+        self.turns += 1;
+        if self.turns == TURNS_PER_CONVERSATION {
+            *self = Conversation::new(self.pace);
+        } else {
+            let answer = streamed_text(body);
+            self.messages
+                .push(json!({"role": "assistant", "content": answer}));
+            self.messages.push(user_message(self.pace));
         }
     }
 }
@@ -480,12 +502,12 @@ fn continuing(bencher: Bencher, row: &'static str, target: Target) {
     bencher
         .counter(ItemsCount::new(CONCURRENCY))
         .bench_local(|| {
-            let mut current = std::mem::take(
-                conversations()
-                    .lock()
-                    .entry(row)
-                    .or_insert_with(|| (0..CONCURRENCY).map(|_| Conversation::new()).collect()),
-            );
+            let mut current =
+                std::mem::take(conversations().lock().entry(row).or_insert_with(|| {
+                    (0..CONCURRENCY)
+                        .map(|_| Conversation::new(Pace::Fast))
+                        .collect()
+                }));
             let started = Instant::now();
             runtime().block_on(async {
                 let turns = current.iter_mut().map(|conversation| async move {
@@ -508,22 +530,44 @@ fn continuing(bencher: Bencher, row: &'static str, target: Target) {
                         }
                         conversation.session = session;
                     }
-                    conversation.turns += 1;
-                    if conversation.turns == TURNS_PER_CONVERSATION {
-                        *conversation = Conversation::new();
-                    } else {
-                        let answer = streamed_text(&body);
-                        conversation
-                            .messages
-                            .push(json!({"role": "assistant", "content": answer}));
-                        conversation.messages.push(user_message(Pace::Fast));
-                    }
+                    conversation.next_turn(&body);
                 });
                 futures_util::future::join_all(turns).await;
             });
             record(row, started.elapsed());
             conversations().lock().insert(row, current);
         });
+}
+
+/// One conversation at a time, turn after turn (starting afresh after
+/// [`TURNS_PER_CONVERSATION`] turns), each request timed up to its first body bytes; the
+/// rest of the answer is read before the next turn is sent, as a client that continues
+/// its conversation at once does (an agent's next step).
+fn continuing_first_byte(bencher: Bencher, row: &'static str, target: Target) {
+    let setup = setup();
+    bencher.bench_local(|| {
+        let mut conversations = conversations().lock();
+        let conversation = &mut conversations
+            .entry(row)
+            .or_insert_with(|| vec![Conversation::new(Pace::Instant)])[0];
+        runtime().block_on(async {
+            let started = Instant::now();
+            let mut response = request_with(setup, target, &conversation.messages)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status().as_u16(), 200);
+            let first = response.chunk().await.unwrap();
+            record(row, started.elapsed());
+            let mut body = first.map(|bytes| bytes.to_vec()).unwrap_or_default();
+            while let Some(bytes) = response.chunk().await.unwrap() {
+                body.extend_from_slice(&bytes);
+            }
+            let body = String::from_utf8(body).unwrap();
+            assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+            conversation.next_turn(&body);
+        });
+    });
 }
 
 #[divan::bench(sample_count = 300, sample_size = 1)]
@@ -539,6 +583,25 @@ fn gateway_first_byte(bencher: Bencher) {
 #[divan::bench(sample_count = 300, sample_size = 1)]
 fn gateway_first_byte_care_off(bencher: Bencher) {
     first_byte(bencher, "gateway_first_byte_care_off", Target::CareOff);
+}
+
+#[divan::bench(sample_count = 300, sample_size = 1)]
+fn direct_continuing_first_byte(bencher: Bencher) {
+    continuing_first_byte(bencher, "direct_continuing_first_byte", Target::Direct);
+}
+
+#[divan::bench(sample_count = 300, sample_size = 1)]
+fn gateway_continuing_first_byte(bencher: Bencher) {
+    continuing_first_byte(bencher, "gateway_continuing_first_byte", Target::CareOn);
+}
+
+#[divan::bench(sample_count = 300, sample_size = 1)]
+fn gateway_continuing_first_byte_care_off(bencher: Bencher) {
+    continuing_first_byte(
+        bencher,
+        "gateway_continuing_first_byte_care_off",
+        Target::CareOff,
+    );
 }
 
 #[divan::bench(sample_count = 40, sample_size = 1)]
@@ -632,19 +695,35 @@ fn median(row: &str) -> Option<f64> {
 
 /// The issue 17 figures from this run's samples.
 fn report() {
-    let direct = median("direct_first_byte");
-    for (row, label) in [
-        ("gateway_first_byte", "care on"),
-        ("gateway_first_byte_care_off", "care off"),
+    for (direct, rows, what) in [
+        (
+            "direct_first_byte",
+            [
+                ("gateway_first_byte", "care on"),
+                ("gateway_first_byte_care_off", "care off"),
+            ],
+            "",
+        ),
+        (
+            "direct_continuing_first_byte",
+            [
+                ("gateway_continuing_first_byte", "care on"),
+                ("gateway_continuing_first_byte_care_off", "care off"),
+            ],
+            ", continuing",
+        ),
     ] {
-        if let (Some(direct), Some(gateway)) = (direct, median(row)) {
-            println!(
-                "gateway first byte ({label}): p50 {:.1} µs vs direct {:.1} µs: added {:.1} µs (target <= 1000 µs) = {:.2}x direct",
-                gateway * 1e6,
-                direct * 1e6,
-                (gateway - direct) * 1e6,
-                gateway / direct,
-            );
+        let direct = median(direct);
+        for (row, label) in rows {
+            if let (Some(direct), Some(gateway)) = (direct, median(row)) {
+                println!(
+                    "gateway first byte{what} ({label}): p50 {:.1} µs vs direct {:.1} µs: added {:.1} µs (target <= 1000 µs) = {:.2}x direct",
+                    gateway * 1e6,
+                    direct * 1e6,
+                    (gateway - direct) * 1e6,
+                    gateway / direct,
+                );
+            }
         }
     }
     for (direct, rows, what) in [

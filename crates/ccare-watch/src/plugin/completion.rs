@@ -5,8 +5,11 @@
 //!
 //! # One path for the live case and the restart (CO-5, CO-7)
 //!
-//! Everything runs in a pre-step hook, before each request, over the session log
-//! above the session's processed watermark:
+//! Everything runs in one catch-up over the session log above the session's processed
+//! watermark: as the agent goes idle (an idle hook, so the reply that just ended is
+//! observed while nothing waits for it), and again in a pre-step hook before each
+//! request, which finds nothing left unless the idle catch-up could not run or failed
+//! (then it replays the same transitions and reports the failure):
 //! - `assistant/attempt` (no output) and interrupted `assistant/message` → recover;
 //! - a committed, non-interrupted `assistant/message` → its text blocks (never
 //!   reasoning or tool calls), unavailable over `max_observed_chars`, else CO-1 →
@@ -28,7 +31,8 @@
 //! # Delivery (CO-6)
 //!
 //! A request segment adds the newest eligible notice of the session for the request's
-//! exact route (read by a request hook from the call being prepared) as segment
+//! exact route, of a reply above the rule's `sinceSeq` (so a notice published as the
+//! agent went idle is not delivered once the rule was turned on again past it), (read by a request hook from the call being prepared) as segment
 //! `completion-observation` v1. `reserve` counts a delivery (`delivery-unknown`),
 //! `release` restores the notice, `dispatched` marks it `dispatched` and supersedes the
 //! session's other open notices. These callbacks are synchronous, so their writes are
@@ -48,8 +52,8 @@ use ccare_agent::domains::{
     Domain, DomainError, DomainSpec, PluginDomains, TableSpec, WriteTicket,
 };
 use ccare_agent::{
-    BoxFuture, HookContext, HookError, PluginScope, PreStepDecision, PreStepHook, PreStepInput,
-    PreStepNext, RequestHook, RequestSegment,
+    BoxFuture, HookContext, HookError, IdleHook, PluginScope, PreStepDecision, PreStepHook,
+    PreStepInput, PreStepNext, RequestHook, RequestSegment,
 };
 use ccare_core::kinds::{ASSISTANT_ATTEMPT, ASSISTANT_MESSAGE, AssistantReply};
 use ccare_core::{ContentBlock, Extra, Locale, Message, PluginSource, SessionId, Source};
@@ -129,6 +133,7 @@ pub(crate) fn mount(
         failures: Mutex::new(Vec::new()),
     });
     scope.pre_step(Arc::new(CatchUp(Arc::clone(&observer))), false);
+    scope.idle(Arc::new(IdleCatchUp(Arc::clone(&observer))));
     scope.request(Arc::new(RequestRoute(Arc::clone(&observer))));
     scope.request_segment(Arc::new(Outbox(Arc::clone(&observer))));
     scope.observer(Arc::new(Forget(observer)));
@@ -287,12 +292,49 @@ impl Observer {
         let id = session.id();
         let lock = Arc::clone(&self.sessions.lock().entry(id.clone()).or_default().lock);
         let _serial = lock.lock().await;
-        // This session's earlier writes, visible once settled; another session's
-        // writes are not read here.
+        if let Some(failure) = self.settle_queued(id).await {
+            return Err(failure.into());
+        }
+        self.process_log(stores, session).await
+    }
+
+    /// [`Observer::catch_up`] as the agent goes idle, so the reply that just ended
+    /// is observed while nothing waits for it and the next request's pre-step finds
+    /// nothing left to do. It reports nothing: a failure of an earlier write is kept
+    /// for that pre-step to report, and a failure of its own work is logged and left
+    /// to the pre-step, which replays the same idempotent transitions from the stored
+    /// watermark (CO-4).
+    async fn catch_up_idle(&self, session: &Session) {
+        if !self.failures.lock().is_empty() {
+            return;
+        }
+        let stores = match self.open().await {
+            Ok(stores) => stores,
+            Err(error) => {
+                tracing::debug!(session = %session.id(), %error, "completion observer: idle catch-up left to the next request");
+                return;
+            }
+        };
+        let id = session.id();
+        let lock = Arc::clone(&self.sessions.lock().entry(id.clone()).or_default().lock);
+        let _serial = lock.lock().await;
+        if let Some(failure) = self.settle_queued(id).await {
+            self.failures.lock().push(failure);
+            return;
+        }
+        if let Err(error) = self.process_log(stores, session).await {
+            tracing::debug!(session = %id, %error, "completion observer: idle catch-up left to the next request");
+        }
+    }
+
+    /// Awaits the writes queued for `session` and not awaited yet (its earlier
+    /// watermark and delivery edits, visible once settled); another session's writes
+    /// are not waited for. Returns the first failure.
+    async fn settle_queued(&self, session: &SessionId) -> Option<DomainError> {
         let queued = self
             .sessions
             .lock()
-            .get_mut(id)
+            .get_mut(session)
             .map(|entry| std::mem::take(&mut entry.queued))
             .unwrap_or_default();
         let mut failure = None;
@@ -301,9 +343,13 @@ impl Observer {
                 failure.get_or_insert(error);
             }
         }
-        if let Some(failure) = failure {
-            return Err(failure.into());
-        }
+        failure
+    }
+
+    /// Processes the log above the stored watermark and queues the new watermark; the
+    /// caller holds the session's catch-up lock.
+    async fn process_log(&self, stores: &Stores, session: &Session) -> Result<(), CompletionError> {
+        let id = session.id();
         let watermarks = stores.notices.table(WATERMARKS_TABLE)?;
         let watermark_key = state_key(id.as_str(), SOURCE_ASSISTANT);
         let watermark = watermarks
@@ -515,7 +561,15 @@ impl Observer {
             return None;
         }
         let route = self.route(context)?;
-        newest_eligible(self.notices(session), &route)
+        // A notice of a reply at or below the rule's `sinceSeq` (re-enabled after it)
+        // is not delivered, whenever it was observed: the idle catch-up may have
+        // published it before the rule changed.
+        let since = self.controls.since_seq(session, SOURCE_ID, RULE);
+        let notices = self
+            .notices(session)
+            .into_iter()
+            .filter(|(_, notice)| i64::try_from(notice.event_seq).is_ok_and(|seq| seq > since));
+        newest_eligible(notices, &route)
     }
 
     fn message(&self, notice: &CompletionNotice) -> Message {
@@ -594,6 +648,16 @@ impl PreStepHook for CatchUp {
                 .map_err(|error| HookError::new(format!("completion observer: {error}")))?;
             next.run(input).await
         })
+    }
+}
+
+/// The idle hook: catches the session up as soon as its turn is over (see
+/// [`Observer::catch_up_idle`]).
+struct IdleCatchUp(Arc<Observer>);
+
+impl IdleHook for IdleCatchUp {
+    fn on_idle<'a>(&'a self, session: &'a Session) -> BoxFuture<'a, ()> {
+        Box::pin(self.0.catch_up_idle(session))
     }
 }
 

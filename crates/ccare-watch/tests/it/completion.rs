@@ -410,13 +410,18 @@ impl Rig {
     }
 
     async fn patch_notice(&self, enabled: bool) {
+        self.patch_notice_at(0, enabled).await;
+    }
+
+    /// Toggles the notice action, expecting the session's controls at `revision`.
+    async fn patch_notice_at(&self, revision: u64, enabled: bool) {
         let controls = self.host.controls();
         controls.load(self.session.id()).await.unwrap();
         controls
             .patch(
                 self.session.id(),
                 Patch {
-                    revision: 0,
+                    revision,
                     source_id: SOURCE_ID.to_owned(),
                     rule_id: "completion".to_owned(),
                     op: PatchOp::Toggle {
@@ -622,6 +627,26 @@ async fn co_2_the_control_off_or_notifications_off_gives_nothing() {
 }
 
 #[tokio::test]
+async fn co_2_a_rule_turned_on_again_past_an_observed_reply_does_not_deliver_it() {
+    // The reply is observed (its notice published) as the agent goes idle; the rule is
+    // then turned off and on again, which moves its `sinceSeq` past that reply: the
+    // next request does not carry it, as if it had been observed at that request.
+    let dir = tempfile::tempdir().unwrap();
+    let rig = rig_at(
+        &db(&dir),
+        None,
+        &[reply("All done."), reply("ok")],
+        Some(json!({})),
+    )
+    .await;
+    rig.turn("one").await;
+    rig.patch_notice_at(0, false).await;
+    rig.patch_notice_at(1, true).await;
+    rig.turn("two").await;
+    assert_eq!(rig.observations(), vec![None, None]);
+}
+
+#[tokio::test]
 async fn ac_22_a_settled_but_unpublished_completion_is_published_once_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     // Before: the reply was settled, then the process stopped before the notice.
@@ -777,14 +802,9 @@ async fn co_6_a_request_that_fails_releases_the_notice_for_the_next_one() {
 
 #[tokio::test]
 async fn co_5_the_watermark_is_written_only_past_a_processed_reply() {
-    // One turn: its one request's pre-step found no reply above the (absent) watermark,
-    // so nothing was written before that request.
-    let dir = tempfile::tempdir().unwrap();
-    let rig = rig_at(&db(&dir), None, &[reply("ok")], Some(json!({}))).await;
-    rig.turn("one").await;
-    assert_eq!(rig.table(NOTICES_DOMAIN, "watermarks").await, Vec::new());
-
-    // Two turns: the second's pre-step processed the first reply and moved past it.
+    // A turn whose request found no reply above the (absent) watermark wrote nothing
+    // before that request; the reply it ended with is processed as the agent goes idle
+    // and the watermark moves past it, to the end of that turn.
     let dir = tempfile::tempdir().unwrap();
     let rig = rig_at(
         &db(&dir),
@@ -794,6 +814,7 @@ async fn co_5_the_watermark_is_written_only_past_a_processed_reply() {
     )
     .await;
     rig.turn("one").await;
+    let first_head = rig.session.head();
     rig.turn("two").await;
     let replies: Vec<u64> = rig.session.with_log(|log| {
         log.events()
@@ -803,15 +824,40 @@ async fn co_5_the_watermark_is_written_only_past_a_processed_reply() {
             .collect()
     });
     assert_eq!(replies.len(), 2);
+    assert!(replies[0] < first_head && first_head <= replies[1]);
+    // The second turn's pre-step found nothing above the first turn's watermark (no
+    // write); its idle catch-up processed the second reply.
     let marks = rig.table(NOTICES_DOMAIN, "watermarks").await;
     assert_eq!(marks.len(), 1, "{marks:?}");
     let (key, mark) = &marks[0];
     assert_eq!(key, &state_key(rig.session.id().as_str(), "assistant"));
-    let seq = mark["seq"].as_u64().unwrap();
-    assert!(
-        (replies[0]..replies[1]).contains(&seq),
-        "{seq} is past the first reply, before the second: {replies:?}"
+    assert_eq!(
+        mark["seq"].as_u64(),
+        Some(rig.session.head() - 1),
+        "past the second reply, at the end of its turn: {replies:?}"
     );
+}
+
+#[tokio::test]
+async fn co_5_a_reply_is_observed_as_the_agent_goes_idle() {
+    // The reply that ends a turn is observed before the next request is prepared: its
+    // notice is stored, not yet delivered, once the agent is idle.
+    let dir = tempfile::tempdir().unwrap();
+    let rig = rig_at(&db(&dir), None, &[reply("All done.")], Some(json!({}))).await;
+    rig.turn("do the task").await;
+    let reply_seq = rig.session.with_log(|log| {
+        log.events()
+            .iter()
+            .rev()
+            .find(|event| event.kind() == "assistant/message")
+            .map(|event| event.seq())
+            .unwrap()
+    });
+    let notices = rig.table(NOTICES_DOMAIN, NOTICES_TABLE).await;
+    assert_eq!(notices.len(), 1, "{notices:?}");
+    assert_eq!(notices[0].1["eventSeq"], reply_seq);
+    assert_eq!(notices[0].1["status"], "pending");
+    assert_eq!(notices[0].1["deliveries"], 0);
 }
 
 #[tokio::test]
