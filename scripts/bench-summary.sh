@@ -144,6 +144,8 @@ my @figures = (
     ["6 adapter stream (parse+decode+assemble)","mbps",     ["ccare-llm/adapter/stream_bytes"], ">=", 100],
     ["7 gateway added first-byte latency",      "diff",     ["ccare-server/gateway/gateway_first_byte", "ccare-server/gateway/direct_first_byte"], "<=", 1e-3],
     ["7 gateway added first-byte latency, care off", "diff", ["ccare-server/gateway/gateway_first_byte_care_off", "ccare-server/gateway/direct_first_byte"], "<=", 1e-3],
+    ["7 gateway added first byte, continuing",  "diff",     ["ccare-server/gateway/gateway_continuing_first_byte", "ccare-server/gateway/direct_continuing_first_byte"], "<=", 1e-3],
+    ["7 same, care off",                        "diff",     ["ccare-server/gateway/gateway_continuing_first_byte_care_off", "ccare-server/gateway/direct_continuing_first_byte"], "<=", 1e-3],
     ["7 gateway throughput / direct (c=20, fast model)", "ratio", ["ccare-server/gateway/direct_paced_c20", "ccare-server/gateway/gateway_paced_c20"], ">=", 0.9],
     ["7 same, care off",                        "ratio",    ["ccare-server/gateway/direct_paced_c20", "ccare-server/gateway/gateway_paced_c20_care_off"], ">=", 0.9],
     ["7 gateway throughput / direct (c=20, hosted model)", "ratio", ["ccare-server/gateway/direct_real_pace_c20", "ccare-server/gateway/gateway_real_pace_c20"], ">=", 0.9],

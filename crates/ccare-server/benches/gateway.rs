@@ -541,33 +541,64 @@ fn continuing(bencher: Bencher, row: &'static str, target: Target) {
 
 /// One conversation at a time, turn after turn (starting afresh after
 /// [`TURNS_PER_CONVERSATION`] turns), each request timed up to its first body bytes; the
-/// rest of the answer is read before the next turn is sent, as a client that continues
-/// its conversation at once does (an agent's next step).
+/// rest of the answer is read (untimed, when the returned turn is dropped) before the
+/// next turn is sent, as a client that continues its conversation at once does (an
+/// agent's next step).
 fn continuing_first_byte(bencher: Bencher, row: &'static str, target: Target) {
     let setup = setup();
     bencher.bench_local(|| {
-        let mut conversations = conversations().lock();
-        let conversation = &mut conversations
+        let messages = conversations()
+            .lock()
             .entry(row)
-            .or_insert_with(|| vec![Conversation::new(Pace::Instant)])[0];
-        runtime().block_on(async {
-            let started = Instant::now();
-            let mut response = request_with(setup, target, &conversation.messages)
-                .send()
-                .await
-                .unwrap();
+            .or_insert_with(|| vec![Conversation::new(Pace::Instant)])[0]
+            .messages
+            .clone();
+        let started = Instant::now();
+        let (response, first) = runtime().block_on(async {
+            let mut response = request_with(setup, target, &messages).send().await.unwrap();
             assert_eq!(response.status().as_u16(), 200);
-            let first = response.chunk().await.unwrap();
-            record(row, started.elapsed());
-            let mut body = first.map(|bytes| bytes.to_vec()).unwrap_or_default();
+            let first = response.chunk().await.unwrap().unwrap_or_default();
+            assert!(!first.is_empty());
+            (response, first)
+        });
+        record(row, started.elapsed());
+        StartedTurn {
+            row,
+            body: first.to_vec(),
+            response: Some(response),
+        }
+    });
+}
+
+/// A continuing row's turn whose first bytes were read: dropping it reads the rest
+/// and moves its conversation to the next turn.
+struct StartedTurn {
+    row: &'static str,
+    body: Vec<u8>,
+    response: Option<reqwest::Response>,
+}
+
+impl Drop for StartedTurn {
+    fn drop(&mut self) {
+        let Some(mut response) = self.response.take() else {
+            return;
+        };
+        let mut body = std::mem::take(&mut self.body);
+        runtime().block_on(async {
             while let Some(bytes) = response.chunk().await.unwrap() {
                 body.extend_from_slice(&bytes);
             }
-            let body = String::from_utf8(body).unwrap();
-            assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
-            conversation.next_turn(&body);
         });
-    });
+        let body = String::from_utf8(body).unwrap();
+        assert!(body.ends_with("data: [DONE]\n\n"), "{body}");
+        if let Some(conversation) = conversations()
+            .lock()
+            .get_mut(self.row)
+            .and_then(|conversations| conversations.first_mut())
+        {
+            conversation.next_turn(&body);
+        }
+    }
 }
 
 #[divan::bench(sample_count = 300, sample_size = 1)]
