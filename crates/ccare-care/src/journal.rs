@@ -363,6 +363,13 @@ impl RequestJournal {
             return Ok(());
         }
         index.put(&row, IndexRow { at, kind }.value())?;
+        // Fewer rows than the limit, counting the new one: nothing to trim, and no row
+        // read (a long session keeps up to `journal_keep` of each kind, and this runs
+        // at every request).
+        let stored = index.count(&index_key(session.as_str(), ""));
+        if stored < usize::try_from(self.keep).unwrap_or(usize::MAX) {
+            return Ok(());
+        }
         let mut rows = session_rows(&index, session.as_str(), kind);
         rows.retain(|(_, record)| record != key);
         // The new record is the newest; it counts against the limit.

@@ -850,6 +850,16 @@ impl Table {
             .collect()
     }
 
+    /// How many acknowledged rows have a key starting with `prefix`, counted in place
+    /// (no key or value is copied).
+    pub fn count(&self, prefix: &str) -> usize {
+        let rows = self.domain.inner.rows.read();
+        let start = row_key(&self.name, prefix);
+        rows.range(start.clone()..)
+            .take_while(|(row, _)| row.starts_with(&start))
+            .count()
+    }
+
     /// Queues writing `value` at `key`, expecting the version memory holds (a row
     /// written behind the domain's back makes it fail with `CAS_CONFLICT`). Fails at
     /// once, queueing nothing, on a bad key or an oversized value.

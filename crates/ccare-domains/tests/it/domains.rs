@@ -454,6 +454,9 @@ async fn h_dom_2_records_are_table_slash_key_rows_of_compact_json() {
     );
     assert_eq!(a.entries("").len(), 3);
     assert_eq!(ab.entries("").len(), 1);
+    // Counted as listed: by prefix, within the table, acknowledged rows only.
+    assert_eq!((a.count("x/"), a.count(""), a.count("z")), (2, 3, 0));
+    assert_eq!(ab.count(""), 1);
     assert_eq!(value(&a, "missing"), None);
 
     a.delete("y").unwrap().await.unwrap();
