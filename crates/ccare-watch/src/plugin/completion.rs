@@ -189,6 +189,10 @@ enum CompletionError {
 struct Stores {
     state: Domain,
     notices: Domain,
+    /// The keys of each session's notices (a notice's key is a hash, so the table
+    /// cannot be read by session): a request reads its session's few notices, never
+    /// every notice the store ever kept.
+    by_session: Mutex<HashMap<String, Vec<String>>>,
 }
 
 /// A reservation of a notice for one call, with what `release` restores.
@@ -276,7 +280,19 @@ impl Observer {
                             .table(TableSpec::new(WATERMARKS_TABLE)),
                     )
                     .await?;
-                Ok(Stores { state, notices })
+                // Every stored notice's key under its session, read once here; a
+                // notice published later is added when its write is acknowledged.
+                let mut by_session: HashMap<String, Vec<String>> = HashMap::new();
+                for (key, record) in notices.table(NOTICES_TABLE)?.entries("") {
+                    if let Some(session) = record.get("sessionId").and_then(Value::as_str) {
+                        by_session.entry(session.to_owned()).or_default().push(key);
+                    }
+                }
+                Ok(Stores {
+                    state,
+                    notices,
+                    by_session: Mutex::new(by_session),
+                })
             })
             .await
     }
@@ -507,6 +523,11 @@ impl Observer {
             self.config.max_deliveries,
         );
         notices.put(&key, encode(&notice))?.await?;
+        let mut by_session = stores.by_session.lock();
+        let keys = by_session.entry(session.as_str().to_owned()).or_default();
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
         Ok(())
     }
 
@@ -519,13 +540,17 @@ impl Observer {
         let Ok(table) = stores.notices.table(NOTICES_TABLE) else {
             return Vec::new();
         };
-        table
-            .entries("")
-            .into_iter()
-            .filter(|(_, record)| {
-                record.get("sessionId").and_then(Value::as_str) == Some(session.as_str())
-            })
-            .filter_map(|(key, record)| {
+        let keys = stores
+            .by_session
+            .lock()
+            .get(session.as_str())
+            .cloned()
+            .unwrap_or_default();
+        keys.into_iter()
+            .filter_map(|key| {
+                let record = table.get(&key)?;
+                (record.get("sessionId").and_then(Value::as_str) == Some(session.as_str()))
+                    .then_some(())?;
                 serde_json::from_value::<CompletionNotice>(record.as_ref().clone())
                     .ok()
                     .map(|notice| (key, notice))

@@ -684,6 +684,28 @@ async fn ac_22_a_settled_but_unpublished_completion_is_published_once_after_a_re
             .await
             .unwrap();
         rig.host.domains().close(STATE_DOMAIN);
+        // The process stopped before the notice and the watermark were written (this
+        // one observed the reply as it went idle and wrote both): take them back.
+        let notices = rig
+            .host
+            .domains()
+            .open(
+                DomainSpec::new(NOTICES_DOMAIN, 1)
+                    .table(TableSpec::new(NOTICES_TABLE))
+                    .table(TableSpec::new("watermarks")),
+                "test",
+            )
+            .await
+            .unwrap();
+        for table in [NOTICES_TABLE, "watermarks"] {
+            let table = notices.table(table).unwrap();
+            let rows = table.entries("");
+            assert_eq!(rows.len(), 1, "written as the agent went idle");
+            for (key, _) in rows {
+                table.delete(&key).unwrap().await.unwrap();
+            }
+        }
+        rig.host.domains().close(NOTICES_DOMAIN);
         rig.sessions.close(&id).await.unwrap();
     }
     let after = rig_at(
@@ -707,6 +729,56 @@ async fn ac_22_a_settled_but_unpublished_completion_is_published_once_after_a_re
     assert_eq!(notices.len(), 1);
     assert_eq!(notices[0].1["eventSeq"], seq);
     assert_eq!(notices[0].1["status"], "dispatched");
+}
+
+#[tokio::test]
+async fn co_6_a_notice_reaches_only_its_own_session_after_a_restart() {
+    // Session A's notice, stored and still pending, is in the store when the next
+    // process starts session B: B's requests never carry it, and B's dispatch leaves
+    // it pending for A.
+    let dir = tempfile::tempdir().unwrap();
+    let first = rig_at(&db(&dir), None, &[reply("All done.")], Some(json!({}))).await;
+    first.turn("do it").await;
+    let a = first.session.id().clone();
+    first.sessions.close(&a).await.unwrap();
+    drop(first);
+    let second = rig_at(
+        &db(&dir),
+        None,
+        &[reply("Finished."), reply("ok")],
+        Some(json!({})),
+    )
+    .await;
+    assert_ne!(second.session.id(), &a);
+    second.turn("one").await;
+    second.turn("two").await;
+    let observations = second.observations();
+    assert_eq!(observations[0], None, "A's notice is not B's");
+    assert!(
+        observations[1]
+            .as_deref()
+            .is_some_and(|text| text.contains("\"Finished\"")),
+        "B's own: {observations:?}"
+    );
+    let mut notices: Vec<(String, String)> = second
+        .table(NOTICES_DOMAIN, NOTICES_TABLE)
+        .await
+        .into_iter()
+        .map(|(_, notice)| {
+            (
+                notice["sessionId"].as_str().unwrap().to_owned(),
+                notice["status"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    notices.sort();
+    let b = second.session.id().as_str().to_owned();
+    let mut expected = vec![
+        (a.as_str().to_owned(), "pending".to_owned()),
+        (b, "dispatched".to_owned()),
+    ];
+    expected.sort();
+    assert_eq!(notices, expected);
 }
 
 #[tokio::test]
