@@ -31,9 +31,10 @@
 //! # Delivery (CO-6)
 //!
 //! A request segment adds the newest eligible notice of the session for the request's
-//! exact route, of a reply above the rule's `sinceSeq` (so a notice published as the
-//! agent went idle is not delivered once the rule was turned on again past it), (read by a request hook from the call being prepared) as segment
-//! `completion-observation` v1. `reserve` counts a delivery (`delivery-unknown`),
+//! exact route (read by a request hook from the call being prepared) as segment
+//! `completion-observation` v1, of a reply above the rule's `sinceSeq` (a notice
+//! published as the agent went idle is not delivered once the rule was turned on again
+//! past its reply). `reserve` counts a delivery (`delivery-unknown`),
 //! `release` restores the notice, `dispatched` marks it `dispatched` and supersedes the
 //! session's other open notices. These callbacks are synchronous, so their writes are
 //! queued; a failure is reported by the next pre-step.
@@ -212,6 +213,9 @@ struct SessionEntry {
     /// The watermark and notice writes queued for the session and not awaited; the
     /// next catch-up awaits them (and reports their failures) before it reads.
     queued: Vec<WriteTicket>,
+    /// A failure of those writes an idle catch-up awaited, for the session's next
+    /// pre-step to report.
+    failed: Option<DomainError>,
 }
 
 /// The shared state of a mounted observer.
@@ -308,6 +312,14 @@ impl Observer {
         let id = session.id();
         let lock = Arc::clone(&self.sessions.lock().entry(id.clone()).or_default().lock);
         let _serial = lock.lock().await;
+        let failed = self
+            .sessions
+            .lock()
+            .get_mut(id)
+            .and_then(|entry| entry.failed.take());
+        if let Some(failure) = failed {
+            return Err(failure.into());
+        }
         if let Some(failure) = self.settle_queued(id).await {
             return Err(failure.into());
         }
@@ -316,10 +328,10 @@ impl Observer {
 
     /// [`Observer::catch_up`] as the agent goes idle, so the reply that just ended
     /// is observed while nothing waits for it and the next request's pre-step finds
-    /// nothing left to do. It reports nothing: a failure of an earlier write is kept
-    /// for that pre-step to report, and a failure of its own work is logged and left
-    /// to the pre-step, which replays the same idempotent transitions from the stored
-    /// watermark (CO-4).
+    /// nothing left to do. It reports nothing: a failure of the session's earlier
+    /// writes is kept for its next pre-step to report (and logged, in case the session
+    /// closes first), and a failure of its own work is logged and left to the pre-step,
+    /// which replays the same idempotent transitions from the stored watermark (CO-4).
     async fn catch_up_idle(&self, session: &Session) {
         if !self.failures.lock().is_empty() {
             return;
@@ -335,7 +347,8 @@ impl Observer {
         let lock = Arc::clone(&self.sessions.lock().entry(id.clone()).or_default().lock);
         let _serial = lock.lock().await;
         if let Some(failure) = self.settle_queued(id).await {
-            self.failures.lock().push(failure);
+            tracing::warn!(session = %id, error = %failure, "completion observer: a queued write failed; the next request reports it");
+            self.sessions.lock().entry(id.clone()).or_default().failed = Some(failure);
             return;
         }
         if let Err(error) = self.process_log(stores, session).await {

@@ -961,6 +961,46 @@ async fn co_5_a_lost_watermark_write_fails_the_sessions_next_request() {
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
     agent.prompt("three");
     agent.when_idle().await;
+    assert_third_turn_failed_naming_the_store(&session, &composition);
+}
+
+#[tokio::test]
+async fn co_6_a_lost_delivery_edit_awaited_at_idle_fails_the_sessions_next_request() {
+    // The second request's delivery edits are queued, not awaited; the idle catch-up
+    // after its turn awaits them, finds the one the store refused and keeps it for the
+    // session's next pre-step, which fails the turn naming the plugin.
+    let store = Arc::new(ccare_agent::testing::FailingStore::new(
+        ccare_store::MemoryStore::new(),
+    ));
+    let composition = Composition::over(
+        Arc::clone(&store) as Arc<dyn ccare_store::Store>,
+        &[reply("All done."), reply("fine"), reply("unused")],
+    );
+    composition
+        .host
+        .mount(&StreamWatchPlugin::default(), &json!({}))
+        .unwrap();
+    let (session, agent) = composition.agent("scripted", None).await;
+    agent.prompt("one");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    store.fail(
+        ccare_agent::testing::Fault::kv_writes("disk unplugged")
+            .containing(NOTICES_DOMAIN)
+            .once(),
+    );
+    agent.prompt("two");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    agent.prompt("three");
+    agent.when_idle().await;
+    assert_third_turn_failed_naming_the_store(&session, &composition);
+}
+
+/// The third turn of `session` ended `HOOK_FAILED`, naming stream watch's completion
+/// observer and the store's refusal, and its request never left.
+fn assert_third_turn_failed_naming_the_store(
+    session: &ccare_session::Session,
+    composition: &Composition,
+) {
     let ends: Vec<Value> = session.with_log(|log| {
         log.events()
             .iter()
