@@ -310,7 +310,7 @@ impl Observer {
             return Err(failure.into());
         }
         let id = session.id();
-        let lock = Arc::clone(&self.sessions.lock().entry(id.clone()).or_default().lock);
+        let lock = self.session_lock(id);
         let _serial = lock.lock().await;
         let failed = self
             .sessions
@@ -344,7 +344,7 @@ impl Observer {
             }
         };
         let id = session.id();
-        let lock = Arc::clone(&self.sessions.lock().entry(id.clone()).or_default().lock);
+        let lock = self.session_lock(id);
         let _serial = lock.lock().await;
         if let Some(failure) = self.settle_queued(id).await {
             tracing::warn!(session = %id, error = %failure, "completion observer: a queued write failed; the next request reports it");
@@ -354,6 +354,18 @@ impl Observer {
         if let Err(error) = self.process_log(stores, session).await {
             tracing::debug!(session = %id, %error, "completion observer: idle catch-up left to the next request");
         }
+    }
+
+    /// The lock that keeps two catch-ups of `session` apart.
+    fn session_lock(&self, session: &SessionId) -> Arc<tokio::sync::Mutex<()>> {
+        Arc::clone(
+            &self
+                .sessions
+                .lock()
+                .entry(session.clone())
+                .or_default()
+                .lock,
+        )
     }
 
     /// Awaits the writes queued for `session` and not awaited yet (its earlier

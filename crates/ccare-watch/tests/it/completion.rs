@@ -934,34 +934,10 @@ async fn co_5_a_reply_is_observed_as_the_agent_goes_idle() {
 
 #[tokio::test]
 async fn co_5_a_lost_watermark_write_fails_the_sessions_next_request() {
-    // The watermark is queued, not awaited; a write the store refused is reported
-    // by the session's next pre-step, which fails the turn naming the plugin.
-    let store = Arc::new(ccare_agent::testing::FailingStore::new(
-        ccare_store::MemoryStore::new(),
-    ));
-    let composition = Composition::over(
-        Arc::clone(&store) as Arc<dyn ccare_store::Store>,
-        &[reply("ok"), reply("fine"), reply("unused")],
-    );
-    composition
-        .host
-        .mount(&StreamWatchPlugin::default(), &json!({}))
-        .unwrap();
-    let (session, agent) = composition.agent("scripted", None).await;
-    agent.prompt("one");
-    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
-    // The second request's pre-step processes the first reply and queues the
-    // watermark past it: that write fails.
-    store.fail(
-        ccare_agent::testing::Fault::kv_writes("disk unplugged")
-            .containing(NOTICES_DOMAIN)
-            .once(),
-    );
-    agent.prompt("two");
-    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
-    agent.prompt("three");
-    agent.when_idle().await;
-    assert_third_turn_failed_naming_the_store(&session, &composition);
+    // The watermark is queued, not awaited: the second turn's idle catch-up processes
+    // its reply and queues the watermark past it, and the store refuses that write.
+    // The session's next pre-step reports it, failing the turn naming the plugin.
+    third_turn_after_a_refused_outbox_write(&[reply("ok"), reply("fine"), reply("unused")]).await;
 }
 
 #[tokio::test]
@@ -969,13 +945,17 @@ async fn co_6_a_lost_delivery_edit_awaited_at_idle_fails_the_sessions_next_reque
     // The second request's delivery edits are queued, not awaited; the idle catch-up
     // after its turn awaits them, finds the one the store refused and keeps it for the
     // session's next pre-step, which fails the turn naming the plugin.
+    third_turn_after_a_refused_outbox_write(&[reply("All done."), reply("fine"), reply("unused")])
+        .await;
+}
+
+/// Runs three turns answered by `replies`, the store refusing the first outbox-domain
+/// write after the first turn, and checks that the third turn failed naming it.
+async fn third_turn_after_a_refused_outbox_write(replies: &[Value]) {
     let store = Arc::new(ccare_agent::testing::FailingStore::new(
         ccare_store::MemoryStore::new(),
     ));
-    let composition = Composition::over(
-        Arc::clone(&store) as Arc<dyn ccare_store::Store>,
-        &[reply("All done."), reply("fine"), reply("unused")],
-    );
+    let composition = Composition::over(Arc::clone(&store) as Arc<dyn ccare_store::Store>, replies);
     composition
         .host
         .mount(&StreamWatchPlugin::default(), &json!({}))
