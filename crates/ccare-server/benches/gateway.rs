@@ -18,10 +18,11 @@
 //!   turn after turn (the whole transcript plus a new user message, a new conversation
 //!   after 10 turns), each turn sent as soon as the last answer ended, as an agent's
 //!   next step is: the latency a client meets in a session it keeps using.
-//! - `direct_paced_c20`, `gateway_paced_c20`, `gateway_paced_c20_care_off`: 20
-//!   requests at once, each read to its end (`[DONE]`), the fake answering at a fast
-//!   model's pace (first token after 20 ms, then 10 tokens 2 ms apart). Target:
-//!   gateway rate / direct rate, i.e. the direct median time over the gateway's, ≥ 0.9.
+//! - `direct_paced_c20`, `gateway_paced_c20`, `gateway_paced_c20_care_off`: a burst of
+//!   20 requests sent in the same instant, each read to its end (`[DONE]`), the fake
+//!   answering at a fast model's pace (first token after 20 ms, then 10 tokens 2 ms
+//!   apart); the sample ends with the slowest. Target: gateway rate / direct rate, i.e.
+//!   the direct median time over the gateway's, ≥ 0.9.
 //! - `direct_real_pace_c20`, `gateway_real_pace_c20`, `gateway_real_pace_c20_care_off`:
 //!   the same at a hosted model's pace (first token after 300 ms, then 50 tokens at 50
 //!   tokens/s), the rate a client of a real upstream meets.
@@ -30,6 +31,14 @@
 //!   send the next turn of their own conversation (the whole transcript with the
 //!   answers as they streamed, plus a new user message), starting afresh after 10
 //!   turns: the gateway finds the session, diffs the transcript and continues it.
+//! - `direct_sustained_c20`, `gateway_sustained_c20`, `gateway_sustained_c20_care_off`
+//!   and `direct_sustained_continuing_c20`, `gateway_sustained_continuing_c20`,
+//!   `gateway_sustained_continuing_c20_care_off`: concurrency 20 sustained, at the fast
+//!   pace. 20 clients run for the whole row in a closed loop (as `wrk -c 20` or
+//!   `hey -c 20` drive a server): each sends its next request (a new conversation, or
+//!   the next turn of its own) as soon as its last answer ended, so 20 are always in
+//!   flight and their starts spread as the answers end. A sample is the time to finish
+//!   40 more requests. Same target as the burst rows.
 //! - `direct_throughput_c20`, `gateway_throughput_c20`,
 //!   `gateway_throughput_c20_care_off`: the same with the fake answering at once, so
 //!   the rate is bounded by the gateway's own cost per request (durable session,
@@ -49,7 +58,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -123,7 +132,7 @@ fn main() {
 /// The client's runtime: the requests and their bodies are read here.
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(new_runtime)
+    RUNTIME.get_or_init(|| new_runtime("bench-client"))
 }
 
 /// The fake upstream's runtime and the gateways' runtime: each side of the wire gets
@@ -131,17 +140,19 @@ fn runtime() -> &'static tokio::runtime::Runtime {
 /// client reading its answers (or the upstream writing them).
 fn upstream_runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(new_runtime)
+    RUNTIME.get_or_init(|| new_runtime("bench-upstream"))
 }
 
 fn server_runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(new_runtime)
+    RUNTIME.get_or_init(|| new_runtime("bench-gateway"))
 }
 
-fn new_runtime() -> tokio::runtime::Runtime {
+/// A two-worker runtime whose threads are named `name` (profiles tell the sides apart).
+fn new_runtime(name: &str) -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_name(name)
         .enable_all()
         .build()
         .unwrap()
@@ -493,10 +504,41 @@ fn conversations() -> &'static Mutex<BTreeMap<&'static str, Vec<Conversation>>> 
     CONVERSATIONS.get_or_init(|| Mutex::new(BTreeMap::new()))
 }
 
+/// Sends `conversation`'s next turn to `target` (the whole transcript, its answers as
+/// they streamed, and a new user message), reads the answer to its end (timed for
+/// `row`) and moves the conversation on. Through the gateway every turn must continue
+/// its conversation's session.
+async fn take_turn(
+    setup: &Setup,
+    row: &'static str,
+    target: Target,
+    conversation: &mut Conversation,
+) {
+    let sent = Instant::now();
+    let response = request_with(setup, target, &conversation.messages)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let session = response
+        .headers()
+        .get("x-ccare-session")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
+    let body = read_answer(row, sent, response).await;
+    if target != Target::Direct {
+        assert!(session.is_some(), "no x-ccare-session");
+        if conversation.session.is_some() {
+            assert_eq!(session, conversation.session, "the conversation forked");
+        }
+        conversation.session = session;
+    }
+    conversation.next_turn(&body);
+}
+
 /// `CONCURRENCY` clients at once, each sending the next turn of its own conversation
-/// (the whole transcript, its answers as they streamed, and a new user message) at a
-/// fast model's pace; after [`TURNS_PER_CONVERSATION`] turns a client starts afresh.
-/// Through the gateway every turn must continue its conversation's session.
+/// at a fast model's pace ([`take_turn`]); after [`TURNS_PER_CONVERSATION`] turns a
+/// client starts afresh.
 fn continuing(bencher: Bencher, row: &'static str, target: Target) {
     let setup = setup();
     bencher
@@ -510,33 +552,89 @@ fn continuing(bencher: Bencher, row: &'static str, target: Target) {
                 }));
             let started = Instant::now();
             runtime().block_on(async {
-                let turns = current.iter_mut().map(|conversation| async move {
-                    let sent = Instant::now();
-                    let response = request_with(setup, target, &conversation.messages)
-                        .send()
-                        .await
-                        .unwrap();
-                    assert_eq!(response.status().as_u16(), 200);
-                    let session = response
-                        .headers()
-                        .get("x-ccare-session")
-                        .and_then(|value| value.to_str().ok())
-                        .map(str::to_owned);
-                    let body = read_answer(row, sent, response).await;
-                    if target != Target::Direct {
-                        assert!(session.is_some(), "no x-ccare-session");
-                        if conversation.session.is_some() {
-                            assert_eq!(session, conversation.session, "the conversation forked");
-                        }
-                        conversation.session = session;
-                    }
-                    conversation.next_turn(&body);
-                });
+                let turns = current
+                    .iter_mut()
+                    .map(|conversation| take_turn(setup, row, target, conversation));
                 futures_util::future::join_all(turns).await;
             });
             record(row, started.elapsed());
             conversations().lock().insert(row, current);
         });
+}
+
+/// The requests one sample of a sustained row counts.
+const SUSTAINED_SAMPLE: usize = 2 * CONCURRENCY;
+
+/// What the clients of a sustained row send.
+#[derive(Clone, Copy)]
+enum Workload {
+    /// A new two-message conversation per request.
+    New,
+    /// The next turn of the client's own conversation ([`take_turn`]).
+    Continuing,
+}
+
+/// How many requests a sustained row's clients have finished, and a wake-up for the
+/// sample waiting on that count.
+#[derive(Default)]
+struct Finished {
+    count: AtomicU64,
+    changed: tokio::sync::Notify,
+}
+
+/// `CONCURRENCY` clients for the whole row, each sending its next request as soon as
+/// its last answer ended (a closed loop, as `wrk -c 20` or `hey -c 20` drive a
+/// server), at a fast model's pace: 20 requests always in flight, their starts spread
+/// as the answers end. A sample is the time the clients take to finish
+/// [`SUSTAINED_SAMPLE`] more requests.
+fn sustained(bencher: Bencher, row: &'static str, target: Target, workload: Workload) {
+    let setup = setup();
+    let finished = Arc::new(Finished::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let clients: Vec<_> = (0..CONCURRENCY)
+        .map(|_| {
+            let (finished, stop) = (Arc::clone(&finished), Arc::clone(&stop));
+            runtime().spawn(async move {
+                let mut conversation = Conversation::new(Pace::Fast);
+                while !stop.load(Ordering::Relaxed) {
+                    match workload {
+                        Workload::New => {
+                            let sent = Instant::now();
+                            let response = request(setup, target, Pace::Fast).send().await.unwrap();
+                            assert_eq!(response.status().as_u16(), 200);
+                            read_answer(row, sent, response).await;
+                        }
+                        Workload::Continuing => {
+                            take_turn(setup, row, target, &mut conversation).await;
+                        }
+                    }
+                    finished.count.fetch_add(1, Ordering::SeqCst);
+                    finished.changed.notify_waiters();
+                }
+            })
+        })
+        .collect();
+    bencher
+        .counter(ItemsCount::new(SUSTAINED_SAMPLE))
+        .bench_local(|| {
+            let wanted = finished.count.load(Ordering::SeqCst) + SUSTAINED_SAMPLE as u64;
+            let started = Instant::now();
+            runtime().block_on(async {
+                loop {
+                    // Registered before the count is read, so no wake-up is missed.
+                    let changed = finished.changed.notified();
+                    if finished.count.load(Ordering::SeqCst) >= wanted {
+                        break;
+                    }
+                    changed.await;
+                }
+            });
+            record(row, started.elapsed());
+        });
+    stop.store(true, Ordering::Relaxed);
+    for client in runtime().block_on(futures_util::future::join_all(clients)) {
+        client.unwrap();
+    }
 }
 
 /// One conversation at a time, turn after turn (starting afresh after
@@ -720,6 +818,66 @@ fn gateway_continuing_c20_care_off(bencher: Bencher) {
     continuing(bencher, "gateway_continuing_c20_care_off", Target::CareOff);
 }
 
+#[divan::bench(sample_count = 30, sample_size = 1)]
+fn direct_sustained_c20(bencher: Bencher) {
+    sustained(
+        bencher,
+        "direct_sustained_c20",
+        Target::Direct,
+        Workload::New,
+    );
+}
+
+#[divan::bench(sample_count = 30, sample_size = 1)]
+fn gateway_sustained_c20(bencher: Bencher) {
+    sustained(
+        bencher,
+        "gateway_sustained_c20",
+        Target::CareOn,
+        Workload::New,
+    );
+}
+
+#[divan::bench(sample_count = 30, sample_size = 1)]
+fn gateway_sustained_c20_care_off(bencher: Bencher) {
+    sustained(
+        bencher,
+        "gateway_sustained_c20_care_off",
+        Target::CareOff,
+        Workload::New,
+    );
+}
+
+#[divan::bench(sample_count = 30, sample_size = 1)]
+fn direct_sustained_continuing_c20(bencher: Bencher) {
+    sustained(
+        bencher,
+        "direct_sustained_continuing_c20",
+        Target::Direct,
+        Workload::Continuing,
+    );
+}
+
+#[divan::bench(sample_count = 30, sample_size = 1)]
+fn gateway_sustained_continuing_c20(bencher: Bencher) {
+    sustained(
+        bencher,
+        "gateway_sustained_continuing_c20",
+        Target::CareOn,
+        Workload::Continuing,
+    );
+}
+
+#[divan::bench(sample_count = 30, sample_size = 1)]
+fn gateway_sustained_continuing_c20_care_off(bencher: Bencher) {
+    sustained(
+        bencher,
+        "gateway_sustained_continuing_c20_care_off",
+        Target::CareOff,
+        Workload::Continuing,
+    );
+}
+
 fn median(row: &str) -> Option<f64> {
     median_of(samples().lock().get(row)?)
 }
@@ -757,7 +915,7 @@ fn report() {
             }
         }
     }
-    for (direct, rows, what) in [
+    for (direct, rows, what, per_sample) in [
         (
             "direct_paced_c20",
             [
@@ -765,6 +923,7 @@ fn report() {
                 ("gateway_paced_c20_care_off", "care off"),
             ],
             "upstream at a fast model's pace",
+            CONCURRENCY,
         ),
         (
             "direct_real_pace_c20",
@@ -773,6 +932,7 @@ fn report() {
                 ("gateway_real_pace_c20_care_off", "care off"),
             ],
             "upstream at a hosted model's pace",
+            CONCURRENCY,
         ),
         (
             "direct_continuing_c20",
@@ -781,6 +941,25 @@ fn report() {
                 ("gateway_continuing_c20_care_off", "care off"),
             ],
             "continuing conversations at a fast model's pace",
+            CONCURRENCY,
+        ),
+        (
+            "direct_sustained_c20",
+            [
+                ("gateway_sustained_c20", "care on"),
+                ("gateway_sustained_c20_care_off", "care off"),
+            ],
+            "sustained (a closed loop), upstream at a fast model's pace",
+            SUSTAINED_SAMPLE,
+        ),
+        (
+            "direct_sustained_continuing_c20",
+            [
+                ("gateway_sustained_continuing_c20", "care on"),
+                ("gateway_sustained_continuing_c20_care_off", "care off"),
+            ],
+            "sustained (a closed loop), continuing conversations at a fast model's pace",
+            SUSTAINED_SAMPLE,
         ),
         (
             "direct_throughput_c20",
@@ -789,6 +968,7 @@ fn report() {
                 ("gateway_throughput_c20_care_off", "care off"),
             ],
             "instant upstream",
+            CONCURRENCY,
         ),
     ] {
         let direct_row = direct;
@@ -807,7 +987,7 @@ fn report() {
         }
         for (row, label) in rows {
             if let (Some(direct), Some(gateway)) = (direct, median(row)) {
-                let rate = |time: f64| CONCURRENCY as f64 / time;
+                let rate = |time: f64| per_sample as f64 / time;
                 println!(
                     "gateway throughput c={CONCURRENCY}, {what} ({label}): {:.0} req/s vs direct {:.0} req/s = {:.2}x direct (target >= 0.9x)",
                     rate(gateway),
