@@ -31,7 +31,7 @@
 //! session appending a burst of events is still mid-burst, and the caller that needs them
 //! durable sends a flush, which ends the group at once (so `append` + `flush` waits for
 //! one commit, not two, even when the kernel does work between them).
-//! After creating a session it polls the queue for [`SqliteStore::WRITER_SPIN`] (never
+//! After creating a session it polls the queue for [`SqliteStore::CREATE_FOLLOW_SPIN`] (never
 //! blocking), since the session's lease or first events follow at once. After any
 //! other operation (a KV write or a lease, whose callers await the ticket itself) and
 //! after [`Store::append_awaited`] it never lingers. Either way a group commits well within
@@ -272,8 +272,19 @@ impl SqliteStore {
     /// sequences (a turn's appends and their flush, a new session then its lease, the
     /// next step's start), and a blocked thread takes tens of microseconds to wake (more on
     /// a virtual machine, whose idle core must be woken too); polling takes the next
-    /// operation the moment it is queued, for at most this much CPU per group.
-    pub const WRITER_SPIN: Duration = Duration::from_micros(50);
+    /// operation the moment it is queued, for at most this much CPU per group. Long
+    /// enough to span a model request's preparation (the pre-step hooks, the request
+    /// and its gates: a few hundred microseconds with context care on) between the
+    /// commit that opens a step and the flush before its dispatch, so that flush
+    /// finds the writer awake: 50 µs let it block in between, and on the gateway bench
+    /// 500 µs took about 0.2 ms off the added first-byte latency with care on (the
+    /// polls yield the core, so a busy machine's other threads run first).
+    pub const WRITER_SPIN: Duration = Duration::from_micros(500);
+    /// How long the writer polls for what follows a new session (its lease, its first
+    /// events) before it commits the session alone. Shorter than
+    /// [`SqliteStore::WRITER_SPIN`]: the group is open meanwhile, so a creator that
+    /// awaits its session before anything else waits out the whole poll.
+    pub const CREATE_FOLLOW_SPIN: Duration = Duration::from_micros(50);
 
     /// Opens (creating if missing) the database at `config.path`, sets it up and starts
     /// the writer thread. Blocking. Fails with `Backend` (naming the path) when the file
@@ -675,7 +686,7 @@ impl Writer {
         // `recv` fails only once every sender is gone *and* the queue is empty, so
         // everything queued before shutdown is committed.
         loop {
-            let first = match Self::spin(queue) {
+            let first = match Self::spin(queue, SqliteStore::WRITER_SPIN) {
                 Some(Some(op)) => op,
                 Some(None) => break,
                 None => match queue.recv() {
@@ -740,7 +751,9 @@ impl Writer {
                         Err(mpsc::TryRecvError::Empty) if linger => {
                             Self::linger(queue, started, commit_window, done.len())
                         }
-                        Err(mpsc::TryRecvError::Empty) if poll_after => Self::spin(queue).flatten(),
+                        Err(mpsc::TryRecvError::Empty) if poll_after => {
+                            Self::spin(queue, SqliteStore::CREATE_FOLLOW_SPIN).flatten()
+                        }
                         // Empty or disconnected: commit now (the outer loop sees the end).
                         Err(_) => None,
                     };
@@ -791,7 +804,7 @@ impl Writer {
     ) -> Option<Op> {
         let left = |cap: Duration| commit_window.saturating_sub(started.elapsed()).min(cap);
         if grouped < SqliteStore::APPEND_BURST_OPS {
-            if let Some(next) = Self::spin(queue) {
+            if let Some(next) = Self::spin(queue, SqliteStore::WRITER_SPIN) {
                 return next;
             }
             let wait = left(SqliteStore::APPEND_LINGER);
@@ -818,11 +831,11 @@ impl Writer {
         }
     }
 
-    /// The next operation if one arrives within [`SqliteStore::WRITER_SPIN`], polled
-    /// without blocking (yielding the core between polls): `Some(Some(op))`, or
-    /// `Some(None)` once every sender is gone; `None` when nothing came (block then).
-    fn spin(queue: &mpsc::Receiver<Op>) -> Option<Option<Op>> {
-        let until = Instant::now() + SqliteStore::WRITER_SPIN;
+    /// The next operation if one arrives within `poll`, polled without blocking
+    /// (yielding the core between polls): `Some(Some(op))`, or `Some(None)` once every
+    /// sender is gone; `None` when nothing came (block then).
+    fn spin(queue: &mpsc::Receiver<Op>, poll: Duration) -> Option<Option<Op>> {
+        let until = Instant::now() + poll;
         loop {
             match queue.try_recv() {
                 Ok(op) => return Some(Some(op)),
