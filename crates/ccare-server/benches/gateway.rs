@@ -426,6 +426,15 @@ async fn read_answer(row: &'static str, sent: Instant, mut response: reqwest::Re
     body
 }
 
+/// Sends a new two-message conversation to `target` at `pace` and reads the answer to
+/// its end, timed for `row`.
+async fn ask_new(setup: &Setup, row: &'static str, target: Target, pace: Pace) {
+    let sent = Instant::now();
+    let response = request(setup, target, pace).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    read_answer(row, sent, response).await;
+}
+
 fn throughput(bencher: Bencher, row: &'static str, target: Target, pace: Pace) {
     let setup = setup();
     bencher
@@ -433,12 +442,7 @@ fn throughput(bencher: Bencher, row: &'static str, target: Target, pace: Pace) {
         .bench_local(|| {
             let started = Instant::now();
             runtime().block_on(async {
-                let streams = (0..CONCURRENCY).map(|_| async {
-                    let sent = Instant::now();
-                    let response = request(setup, target, pace).send().await.unwrap();
-                    assert_eq!(response.status().as_u16(), 200);
-                    read_answer(row, sent, response).await;
-                });
+                let streams = (0..CONCURRENCY).map(|_| ask_new(setup, row, target, pace));
                 futures_util::future::join_all(streams).await;
             });
             record(row, started.elapsed());
@@ -598,12 +602,7 @@ fn sustained(bencher: Bencher, row: &'static str, target: Target, workload: Work
                 let mut conversation = Conversation::new(Pace::Fast);
                 while !stop.load(Ordering::Relaxed) {
                     match workload {
-                        Workload::New => {
-                            let sent = Instant::now();
-                            let response = request(setup, target, Pace::Fast).send().await.unwrap();
-                            assert_eq!(response.status().as_u16(), 200);
-                            read_answer(row, sent, response).await;
-                        }
+                        Workload::New => ask_new(setup, row, target, Pace::Fast).await,
                         Workload::Continuing => {
                             take_turn(setup, row, target, &mut conversation).await;
                         }
