@@ -8,7 +8,7 @@
 //! [`Agent::when_idle`] resolves when no turn runs and nothing waking is queued — from
 //! the moment `followup` returns, the entry counts as queued.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use ccare_core::kinds::TurnEndReason;
@@ -55,6 +55,11 @@ pub struct AgentOptions {
     /// `[gateway] pass_through_keys`); `None`: the configured key. Memory only: it is
     /// never logged or stored, and its `Debug` is redacted.
     pub credential: Option<ccare_llm::ApiCredential>,
+    /// Host tools this agent neither offers nor runs (a gateway session's workspace
+    /// tools, [`crate::tools::WORKSPACE_TOOLS`]): its requests leave them out, the base
+    /// prompt's tool line does not name them, a call to one gets `TOOL_NOT_FOUND`, and a
+    /// caller's tool may take the name (ACT-3). Empty: every host tool.
+    pub hidden_tools: BTreeSet<String>,
 }
 
 impl AgentOptions {
@@ -70,6 +75,7 @@ impl AgentOptions {
             tool_pool: 10,
             tool_cancel_grace_ms: 5_000,
             credential: None,
+            hidden_tools: BTreeSet::new(),
         }
     }
 }

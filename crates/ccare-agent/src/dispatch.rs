@@ -39,7 +39,13 @@ fn failure(code: &str, message: String) -> ToolOutcome {
 }
 
 fn plan(agent: &Agent, call: &ToolCallBlock) -> Planned {
-    let Some((tool, validator)) = agent.inner.host.tools.read().get(&call.name) else {
+    let hidden = agent.inner.options.lock().hidden_tools.contains(&call.name);
+    let found = if hidden {
+        None
+    } else {
+        agent.inner.host.tools.read().get(&call.name)
+    };
+    let Some((tool, validator)) = found else {
         return Planned::Answer(failure(
             "TOOL_NOT_FOUND",
             format!("there is no tool named {:?}", call.name),

@@ -10,7 +10,7 @@
 //! ids logs the results and resumes the turn; [`Agent::cancel`] of an awaiting turn
 //! answers the calls with `ABORTED_BEFORE_DISPATCH` and ends the turn `aborted`.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use ccare_core::kinds::{
     ASSISTANT_MESSAGE, AssistantReply, StepEnd, ToolError, ToolResult, TurnEnd, TurnEndReason,
@@ -135,16 +135,30 @@ impl Agent {
     }
 
     /// The user's message declaring `tools` for its turn (ACT-3), for a `UserInput`
-    /// command. Refused when a name is a host tool's or repeats.
+    /// command. Refused when a name is that of a host tool the agent offers (its
+    /// current options' [`crate::AgentOptions::hidden_tools`] are free) or repeats.
     pub fn user_message_with_tools(
         &self,
         text: impl Into<String>,
         tools: Vec<ToolSpec>,
     ) -> Result<Message, ExternalToolsError> {
+        let hidden = self.inner.options.lock().hidden_tools.clone();
+        self.user_message_with_tools_hiding(text, tools, &hidden)
+    }
+
+    /// [`Agent::user_message_with_tools`] for a turn whose options will hide `hidden`
+    /// (a `UserInput` that carries new options): those host tools' names are free.
+    pub fn user_message_with_tools_hiding(
+        &self,
+        text: impl Into<String>,
+        tools: Vec<ToolSpec>,
+        hidden: &BTreeSet<String>,
+    ) -> Result<Message, ExternalToolsError> {
         let host_tools = self.inner.host.tool_names();
         let mut seen = HashSet::new();
         for tool in &tools {
-            if host_tools.contains(&tool.name) || !seen.insert(tool.name.clone()) {
+            let taken = host_tools.contains(&tool.name) && !hidden.contains(&tool.name);
+            if taken || !seen.insert(tool.name.clone()) {
                 return Err(ExternalToolsError::NameTaken(tool.name.clone()));
             }
         }

@@ -6,7 +6,7 @@
 //! of it. Plugin config is the `[plugins.<name>]` table, validated by the plugin at
 //! mount time; its errors are prefixed with the plugin name (H-CFG-3).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use ccare_core::kinds::EventTypeSpec;
@@ -325,6 +325,9 @@ pub struct Host {
     /// Shared with every [`crate::SideRequests`] handle, which reads it per call.
     pub(crate) hooks: Arc<RwLock<Hooks>>,
     pub(crate) sections: SectionList,
+    /// The locale of the installed base instructions (`None`: none installed), so the
+    /// base section can be rendered again for an agent that hides tools.
+    pub(crate) base_locale: RwLock<Option<ccare_core::Locale>>,
     pub(crate) domains: Domains,
     pub(crate) controls: Controls,
     /// The agents' durable inbox (the `agent_inbox` domain, ACT-2).
@@ -363,6 +366,7 @@ impl Host {
             tools: RwLock::new(Toolbox::default()),
             hooks: Arc::new(RwLock::new(Hooks::default())),
             sections: Arc::new(RwLock::new(Vec::new())),
+            base_locale: RwLock::new(None),
             domains: Domains::new(Arc::clone(&store)),
             controls: Controls::new(store),
             inbox: crate::inbox::InboxStore::default(),
@@ -498,6 +502,38 @@ impl Host {
     /// The plugins mounted, by name.
     pub fn mounted(&self) -> Vec<String> {
         self.mounted.read().keys().cloned().collect()
+    }
+
+    /// The system prompt of an agent that hides the host tools `hidden`
+    /// ([`crate::AgentOptions::hidden_tools`]): [`Host::system_prompt`] with the base
+    /// instructions' tool line naming only the host tools the agent offers.
+    pub fn system_prompt_hiding(&self, hidden: &BTreeSet<String>) -> Option<String> {
+        let locale = match *self.base_locale.read() {
+            Some(locale) if !hidden.is_empty() => locale,
+            _ => return self.system_prompt(),
+        };
+        let offered: Vec<String> = self
+            .tool_names()
+            .into_iter()
+            .filter(|name| !hidden.contains(name))
+            .collect();
+        let sections = crate::sections::sorted(&self.sections);
+        if sections.is_empty() {
+            return None;
+        }
+        Some(
+            sections
+                .into_iter()
+                .map(|section| {
+                    if section.name == crate::instructions::BASE_SECTION {
+                        crate::instructions::base_text(locale, &offered)
+                    } else {
+                        section.text
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("\n\n"),
+        )
     }
 
     /// The system prompt: sections by `order` then name, joined by a blank line.

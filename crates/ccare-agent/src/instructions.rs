@@ -157,6 +157,11 @@ pub enum InstructionsError {
     },
 }
 
+/// The base instructions' text for an agent offering the host tools `tools`.
+pub(crate) fn base_text(locale: Locale, tools: &[String]) -> String {
+    texts::render_base(locale, tools)
+}
+
 /// The key naming the instructions file in errors.
 const FILE_KEY: &str = "agent.instructions_file";
 /// The key naming `AGENTS.md` in errors.
@@ -170,6 +175,7 @@ pub fn install(
     locale: Locale,
 ) -> Result<InstalledInstructions, InstructionsError> {
     let installed = read(host, config, locale)?;
+    *host.base_locale.write() = config.base.then_some(locale);
     let mut sections = host.sections.write();
     sections.retain(|registered| !registered.hook.name.starts_with(SECTION_PREFIX));
     for installed in &installed.sections {

@@ -74,10 +74,12 @@ pub(crate) fn build_call(agent: &Agent) -> CallConfig {
         max_tokens: options.max_tokens,
         temperature: options.temperature,
         reasoning_effort: options.reasoning_effort,
-        system: host.system_prompt(),
-        // The host's tools, then the ones the open turn declared for the caller (ACT-3).
+        system: host.system_prompt_hiding(&options.hidden_tools),
+        // The host's tools this agent offers, then the ones the open turn declared for
+        // the caller (ACT-3).
         tools: {
             let mut tools = host.tools.read().specs();
+            tools.retain(|tool| !options.hidden_tools.contains(&tool.name));
             tools.extend(crate::external::turn_tools(agent));
             tools
         },

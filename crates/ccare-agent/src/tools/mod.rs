@@ -50,6 +50,11 @@ pub mod codes {
     pub const INTERNAL: &str = "INTERNAL";
 }
 
+/// The built-in tools that act on the host's own workspace. A session driven from
+/// elsewhere (the gateway's clients, GW-4) does not get them: its files are the
+/// client's, and its agent may declare tools of these names itself.
+pub const WORKSPACE_TOOLS: [&str; 3] = [ReadFile::NAME, WriteFile::NAME, ListFiles::NAME];
+
 /// The four built-in tools: `read_file`, `write_file`, `list_files` (confined to
 /// `workspace`, bounded by `limits`) and `session_search`.
 pub fn builtin_tools(workspace: Workspace, limits: FileLimits) -> Vec<Arc<dyn Tool>> {

@@ -291,6 +291,60 @@ async fn act_3_a_declared_tool_may_not_take_a_host_tools_name() {
     assert!(kinds(&session).is_empty());
 }
 
+/// ACT-3 with `AgentOptions::hidden_tools`: an agent that hides a host tool does not
+/// offer it, lets the caller declare a tool of that name (whose calls then go to the
+/// caller), and answers a call of the hidden tool itself with `TOOL_NOT_FOUND`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_3_a_hidden_host_tool_is_neither_offered_nor_run_and_its_name_is_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = "{\"tool_calls\": [{\"name\": \"clock\", \"arguments\": {}, \"id\": \"c1\"}]}\n{\"text\": \"done\"}\n{\"tool_calls\": [{\"name\": \"clock\", \"arguments\": {}, \"id\": \"h1\"}]}\n{\"text\": \"no clock\"}";
+    let kit = kit(dir.path(), script);
+    let session = kit.session().await.unwrap();
+    let agent = kit.agent(&session, MODEL);
+    let mut options = agent.options();
+    options.hidden_tools = ["clock".to_owned()].into();
+    agent.set_options(options);
+    // The caller's own `clock`: accepted, offered once (the caller's), run by the caller.
+    let mut own = lookup();
+    own.name = "clock".into();
+    own.description = "the caller's clock".into();
+    agent.prompt_with_tools(PROMPT, vec![own]).unwrap();
+    assert_eq!(wait_awaiting(&agent).await, strs(&["c1"]));
+    assert_eq!(events_of(&session, "tool/call")[0]["executor"], "caller");
+    agent
+        .tool_results(results(&[("c1", "09:00")]))
+        .await
+        .unwrap();
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let offered: Vec<(String, String)> = kit.script().requests()[0]
+        .config
+        .tools
+        .iter()
+        .map(|tool| (tool.name.clone(), tool.description.to_string()))
+        .collect();
+    assert_eq!(
+        offered,
+        [("clock".to_owned(), "the caller's clock".to_owned())]
+    );
+    // Without the caller's tool, the model's call of the hidden one is not run.
+    agent.prompt(PROMPT);
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    assert!(kit.script().requests()[2].config.tools.is_empty());
+    let results = events_of(&session, "tool/result");
+    assert_eq!(results[1]["message"]["content"][0]["call_id"], "h1");
+    assert_eq!(results[1]["error"]["code"], "TOOL_NOT_FOUND");
+    // A tool the agent offers still may not be declared by the caller.
+    let mut options = agent.options();
+    options.hidden_tools.clear();
+    agent.set_options(options);
+    let mut clash = lookup();
+    clash.name = "clock".into();
+    assert_eq!(
+        agent.prompt_with_tools(PROMPT, vec![clash]).unwrap_err(),
+        ExternalToolsError::NameTaken("clock".into())
+    );
+}
+
 /// ACT-3: the marker's `executor` is additive: an old marker without it reads as the
 /// host's.
 #[test]

@@ -12,6 +12,8 @@
 //! `ccare run --external-tools`). A bad declaration is a 400 naming the field
 //! (`tools[1].inputSchema: …`) and nothing is logged.
 
+use std::collections::BTreeSet;
+
 use ccare_agent::routes::{Method, RouteDoc, RouteError, RouteReply, RouteRequest, RouteSpec};
 use ccare_agent::{CallerResult, Command, ExternalToolsError};
 use ccare_app::{AgentHandle, WhenBusy};
@@ -159,16 +161,18 @@ pub(crate) fn tool_specs(tools: Vec<ToolDeclaration>) -> Result<Vec<ToolSpec>, R
 }
 
 /// The message of `text` declaring `tools` for its turn, refused with a 400 naming the
-/// declaration when a name is a host tool's or repeats.
+/// declaration when a name is that of a host tool the turn's agent offers (all but
+/// `hidden`) or repeats.
 pub(crate) fn message_with_tools(
     handle: &AgentHandle,
     text: String,
     tools: Vec<ToolSpec>,
+    hidden: &BTreeSet<String>,
 ) -> Result<ccare_core::Message, RouteReply> {
     let names: Vec<String> = tools.iter().map(|tool| tool.name.clone()).collect();
     handle
         .agent()
-        .user_message_with_tools(text, tools)
+        .user_message_with_tools_hiding(text, tools, hidden)
         .map_err(|error| match &error {
             ExternalToolsError::NameTaken(name) => {
                 let mut uses = names
@@ -232,7 +236,12 @@ async fn message(context: &ServerContext, request: &RouteRequest) -> RouteReply 
     let command = if tools.is_empty() {
         Command::prompt(body.text)
     } else {
-        match message_with_tools(&handle, body.text, tools) {
+        match message_with_tools(
+            &handle,
+            body.text,
+            tools,
+            &handle.agent().options().hidden_tools,
+        ) {
             Ok(message) => Command::UserInput {
                 message,
                 options: None,

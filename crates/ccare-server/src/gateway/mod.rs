@@ -31,6 +31,7 @@ pub mod refusal;
 mod view;
 pub mod wire;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use ccare_agent::routes::{
@@ -413,8 +414,13 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
         },
         Input::Message(message) => {
             // The kernel's message declaring the tools (names checked against the
-            // host's), with the client's blocks.
-            match crate::api::commands::message_with_tools(&handle, String::new(), tools) {
+            // host tools a gateway session offers), with the client's blocks.
+            match crate::api::commands::message_with_tools(
+                &handle,
+                String::new(),
+                tools,
+                &hidden_tools(),
+            ) {
                 Ok(mut declared) => {
                     declared.content = message.content;
                     Command::UserInput {
@@ -460,6 +466,17 @@ async fn idle_soon(handle: &ccare_app::AgentHandle) -> bool {
         && !agent.is_busy()
 }
 
+/// The host tools a gateway session neither offers upstream nor runs (GW-4): the
+/// workspace tools, which would act on the server's folder, not the client's. The
+/// gateway owns the rest (`context_status`, `context_rest`, `session_search`, the
+/// ledger); a client's tool may take one of these names.
+fn hidden_tools() -> BTreeSet<String> {
+    ccare_agent::tools::WORKSPACE_TOOLS
+        .iter()
+        .map(|name| (*name).to_owned())
+        .collect()
+}
+
 /// What the request gives the session.
 enum Input {
     /// A new user message.
@@ -491,6 +508,7 @@ async fn run(
     let mut wanted = current.clone();
     wanted.model = model;
     wanted.credential = credential;
+    wanted.hidden_tools = hidden_tools();
     let options = (wanted != current).then_some(wanted);
     let command = match command {
         Command::UserInput { message, .. } => Command::UserInput { message, options },

@@ -591,6 +591,165 @@ async fn gw_4_host_tools_run_server_side_and_a_stream_carries_only_client_calls(
     assert_eq!(rig.fake.requests().len(), 2);
 }
 
+/// The names of the tools an upstream request offered, in order.
+fn tool_names(request: &ccare_fake_openai::RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|tool| tool["function"]["name"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The line of the upstream system prompt that names the model's tools.
+fn tools_line(request: &ccare_fake_openai::RecordedRequest) -> String {
+    let system = request.body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or("");
+    system
+        .lines()
+        .find(|line| line.starts_with("Your tools:"))
+        .unwrap_or("")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_4_a_client_tool_may_share_a_name_with_the_servers_file_tools() {
+    // Coding agents commonly call their own tools `read_file`; the server's workspace
+    // tools of that name are not the gateway's (GW-4), so the client's tool is offered
+    // upstream in their place and its calls go back to the client.
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(
+                0,
+                Some("call_r"),
+                Some("read_file"),
+                "{\"path\":\"src/lib.rs\"}",
+            )
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::text("It defines one function."));
+    let client_tools = json!([{"type": "function", "function": {
+        "name": "read_file",
+        "description": "Reads a file of the user's repository",
+        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
+    }}]);
+    let mut history = conversation("be brief", "what is in src/lib.rs?");
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": client_tools}),
+    )
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = session_of(&first);
+    let answer: Value = first.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["finish_reason"], "tool_calls");
+    assert_eq!(
+        answer["choices"][0]["message"]["tool_calls"],
+        json!([{"id": "call_r", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"src/lib.rs\"}"}}])
+    );
+    let upstream = &rig.fake.requests()[0];
+    assert_eq!(
+        tool_names(upstream),
+        [
+            "session_search",
+            "context_status",
+            "context_rest",
+            "ledger",
+            "read_file"
+        ]
+    );
+    assert_eq!(
+        upstream.body["tools"][4]["function"]["description"],
+        "Reads a file of the user's repository"
+    );
+    assert_eq!(
+        tools_line(upstream),
+        "Your tools: session_search, context_status, context_rest, ledger."
+    );
+    // The client runs it and sends the result; the turn resumes.
+    let history_array = history.as_array_mut().unwrap();
+    history_array.push(answer["choices"][0]["message"].clone());
+    history_array
+        .push(json!({"role": "tool", "tool_call_id": "call_r", "content": "pub fn one() {}"}));
+    let second = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": client_tools}),
+    )
+    .await;
+    assert_eq!(second.status().as_u16(), 200);
+    assert_eq!(session_of(&second), session);
+    let answer: Value = second.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "It defines one function."
+    );
+    let exported = export(&rig, &session).await;
+    assert_eq!(
+        exported.matches(r#""executor":"caller""#).count(),
+        1,
+        "{exported}"
+    );
+    assert!(
+        rig.fake.requests()[1].body["messages"]
+            .to_string()
+            .contains("pub fn one() {}")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_4_the_servers_file_tools_are_neither_offered_nor_run() {
+    // A model that calls a workspace tool anyway (from memory of another session, say)
+    // gets TOOL_NOT_FOUND and the server's folder is untouched.
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(
+                0,
+                Some("call_w"),
+                Some("write_file"),
+                "{\"path\":\"notes.md\",\"content\":\"from a client\"}",
+            )
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::text("I cannot write files here."));
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("s", "note this")}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"],
+        "I cannot write files here."
+    );
+    let requests = rig.fake.requests();
+    assert_eq!(
+        tool_names(&requests[0]),
+        ["session_search", "context_status", "context_rest", "ledger"]
+    );
+    assert_eq!(
+        tools_line(&requests[0]),
+        "Your tools: session_search, context_status, context_rest, ledger."
+    );
+    let result = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|message| message["role"] == "tool")
+        .unwrap()
+        .clone();
+    assert_eq!(result["tool_call_id"], "call_w");
+    let content = result["content"].as_str().unwrap();
+    assert!(content.contains("TOOL_NOT_FOUND"), "{content}");
+    assert!(!rig.dir.path().join("workspace/notes.md").exists());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_4_a_result_for_a_call_the_client_never_got_is_400_not_retried() {
     let rig = Rig::start().await;
