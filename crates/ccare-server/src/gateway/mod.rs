@@ -343,6 +343,9 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
     if body.messages.is_empty() {
         return refusal::bad_transcript("messages: at least one message is required");
     }
+    if let Some(problem) = body.sampling_problem() {
+        return refusal::refuse(400, refusal::INVALID_REQUEST, problem);
+    }
     let model = match resolve_model(context, &body.model) {
         Ok(model) => model,
         Err(reply) => return reply,
@@ -509,6 +512,11 @@ async fn run(
     wanted.model = model;
     wanted.credential = credential;
     wanted.hidden_tools = hidden_tools();
+    // The client's sampling fields for this request; those it leaves out fall back to
+    // the route's defaults, not to what an earlier request asked for.
+    wanted.temperature = body.temperature;
+    wanted.max_tokens = body.output_limit();
+    wanted.reasoning_effort.clone_from(&body.reasoning_effort);
     let options = (wanted != current).then_some(wanted);
     let command = match command {
         Command::UserInput { message, .. } => Command::UserInput { message, options },

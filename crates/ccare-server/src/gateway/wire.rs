@@ -2,8 +2,9 @@
 //! GW-6), with their schemas for the OpenAPI document.
 //!
 //! Requests are read leniently: OpenAI clients send many fields the gateway does not
-//! use yet (`temperature`, `n`, `seed`, …) and an SDK upgrade must not turn them into
-//! 400s, so unknown fields are ignored rather than refused.
+//! use yet (`n`, `seed`, `stop`, …) and an SDK upgrade must not turn them into 400s, so
+//! unknown fields are ignored rather than refused. The sampling fields the upstream
+//! request carries (`temperature`, the output limit, `reasoning_effort`) are passed on.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -30,6 +31,50 @@ pub struct ChatRequest {
     /// The client's tools: the turn's caller-executed tools (GW-4, ACT-3).
     #[serde(default)]
     pub tools: Option<Vec<ChatTool>>,
+    /// Sampling temperature (0 to 2), sent upstream; absent: the route's default.
+    #[serde(default)]
+    pub temperature: Option<f64>,
+    /// The output limit, sent upstream as `max_tokens`; preferred over `max_tokens`.
+    #[serde(default)]
+    pub max_completion_tokens: Option<u32>,
+    /// The older name of the output limit; absent both: the route's
+    /// `max_output_tokens`.
+    #[serde(default)]
+    pub max_tokens: Option<u32>,
+    /// Reasoning effort (`low`, `medium`, `high`, …), sent upstream as given.
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
+}
+
+impl ChatRequest {
+    /// The output limit the client asked for, if any.
+    pub fn output_limit(&self) -> Option<u32> {
+        self.max_completion_tokens.or(self.max_tokens)
+    }
+
+    /// What is wrong with the sampling fields, naming the field; `None`: nothing.
+    pub fn sampling_problem(&self) -> Option<String> {
+        if let Some(temperature) = self.temperature
+            && !(0.0..=2.0).contains(&temperature)
+        {
+            return Some(format!("temperature: {temperature} is outside 0 to 2"));
+        }
+        let limits = [
+            ("max_completion_tokens", self.max_completion_tokens),
+            ("max_tokens", self.max_tokens),
+        ];
+        if let Some((field, _)) = limits.iter().find(|(_, limit)| *limit == Some(0)) {
+            return Some(format!("{field}: must be at least 1"));
+        }
+        if self
+            .reasoning_effort
+            .as_deref()
+            .is_some_and(|effort| effort.trim().is_empty())
+        {
+            return Some("reasoning_effort: must not be empty".to_owned());
+        }
+        None
+    }
 }
 
 /// One of the client's tools, in OpenAI's shape.

@@ -144,6 +144,98 @@ async fn gw_1_a_plain_answer_has_openai_shape_and_real_usage() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_1_sampling_fields_go_upstream_and_fall_back_when_left_out() {
+    // A client's temperature, output limit and reasoning effort apply to its request
+    // only: the next request without them gets the route's defaults again.
+    let rig = Rig::start().await;
+    for text in ["one", "two", "three"] {
+        rig.fake.push(Reply::text(text));
+    }
+    let mut messages = conversation("be brief", "hi");
+    let mut ask = |extra: Value, answer: Option<&str>, next: &str| {
+        if let Some(answer) = answer {
+            let list = messages.as_array_mut().unwrap();
+            list.push(json!({"role": "assistant", "content": answer}));
+            list.push(json!({"role": "user", "content": next}));
+        }
+        let mut body = json!({"model": "fake/model", "messages": messages.clone()});
+        for (key, value) in extra.as_object().unwrap() {
+            body[key] = value.clone();
+        }
+        body
+    };
+    let first = ask(
+        json!({"temperature": 0.2, "max_completion_tokens": 300, "max_tokens": 999, "reasoning_effort": "low"}),
+        None,
+        "",
+    );
+    assert_eq!(chat(&rig, &first).await.status().as_u16(), 200);
+    let second = ask(json!({}), Some("one"), "and now?");
+    assert_eq!(chat(&rig, &second).await.status().as_u16(), 200);
+    let third = ask(json!({"max_tokens": 200}), Some("two"), "last");
+    let response = chat(&rig, &third).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let session = session_of(&response);
+    let sampling: Vec<Value> = rig
+        .fake
+        .requests()
+        .iter()
+        .map(|request| {
+            json!([
+                request.body.get("temperature"),
+                request.body.get("max_tokens"),
+                request.body.get("reasoning_effort"),
+            ])
+        })
+        .collect();
+    assert_eq!(
+        sampling,
+        [
+            json!([0.2, 300, "low"]),
+            json!([null, 1000, null]),
+            json!([null, 200, null]),
+        ]
+    );
+    // One conversation throughout.
+    let exported = export(&rig, &session).await;
+    assert_eq!(exported.matches(r#""type":"turn/end""#).count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_sampling_fields_out_of_range_are_400_not_retried() {
+    let rig = Rig::start().await;
+    for (extra, message) in [
+        (
+            json!({"temperature": 2.5}),
+            "temperature: 2.5 is outside 0 to 2",
+        ),
+        (
+            json!({"max_completion_tokens": 0}),
+            "max_completion_tokens: must be at least 1",
+        ),
+        (json!({"max_tokens": 0}), "max_tokens: must be at least 1"),
+        (
+            json!({"reasoning_effort": " "}),
+            "reasoning_effort: must not be empty",
+        ),
+    ] {
+        let mut body = json!({"model": "fake/model", "messages": conversation("s", "hi")});
+        for (key, value) in extra.as_object().unwrap() {
+            body[key] = value.clone();
+        }
+        let response = chat(&rig, &body).await;
+        assert_eq!(response.status().as_u16(), 400, "{extra}");
+        assert_eq!(response.headers()["x-should-retry"], "false");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(
+            body["error"],
+            json!({"message": message, "type": "invalid_request_error", "code": "INVALID_REQUEST"})
+        );
+    }
+    assert!(rig.fake.requests().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_2_a_request_extending_the_conversation_continues_its_session() {
     let rig = Rig::start().await;
     rig.fake.push(Reply::text("Hello big world"));
