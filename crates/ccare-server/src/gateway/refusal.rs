@@ -6,7 +6,7 @@
 //! so they do.
 
 use ccare_agent::routes::RouteReply;
-use ccare_core::LlmFailure;
+use ccare_core::{FailureCode, LlmFailure};
 
 use crate::gateway::wire::{ErrorDetail, ErrorReply};
 
@@ -93,11 +93,14 @@ pub fn from_api(reply: RouteReply) -> RouteReply {
 }
 
 /// The reply to a turn that failed on a provider call or a request gate: a local
-/// refusal (a budget) is 400 and not retried; an upstream status is passed through
-/// (429/5xx with `retry-after`, so the SDKs retry); the rest is 502.
+/// refusal (a budget) is 400 and not retried, and so is a request refused as invalid
+/// before it left (an output limit that leaves the window no room for input); an
+/// upstream status is passed through (429/5xx with `retry-after`, so the SDKs
+/// retry); the rest is 502.
 pub fn llm_failure(failure: &LlmFailure) -> RouteReply {
     let code = failure.code.as_str();
-    if failure.refusal.is_some() || code == "REQUEST_BUDGET_EXCEEDED" {
+    let invalid_here = failure.status.is_none() && failure.code == FailureCode::InvalidRequest;
+    if failure.refusal.is_some() || code == "REQUEST_BUDGET_EXCEEDED" || invalid_here {
         return refuse(400, code, failure.message.clone());
     }
     match failure.status {

@@ -232,6 +232,24 @@ async fn gw_6_sampling_fields_out_of_range_are_400_not_retried() {
             json!({"message": message, "type": "invalid_request_error", "code": "INVALID_REQUEST"})
         );
     }
+    // An output limit the route's window cannot hold beside any input: refused by the
+    // budget before anything leaves, and not retried.
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("s", "hi"), "max_tokens": 20000}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 400);
+    assert_eq!(response.headers()["x-should-retry"], "false");
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "INVALID_REQUEST", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("capacity 16000, maxTokens 20000"),
+        "{body}"
+    );
     assert!(rig.fake.requests().is_empty());
 }
 
