@@ -60,6 +60,10 @@ pub struct AgentOptions {
     /// prompt's tool line does not name them, a call to one gets `TOOL_NOT_FOUND`, and a
     /// caller's tool may take the name (ACT-3). Empty: every host tool.
     pub hidden_tools: BTreeSet<String>,
+    /// Extra top-level fields of this agent's conversation requests, sent as they are
+    /// (a gateway client's `stop`, `seed`, `response_format`, ...; `CallConfig::ext`).
+    /// Side requests (summaries) do not carry them.
+    pub request_fields: ccare_core::JsonObject,
 }
 
 impl AgentOptions {
@@ -76,6 +80,7 @@ impl AgentOptions {
             tool_cancel_grace_ms: 5_000,
             credential: None,
             hidden_tools: BTreeSet::new(),
+            request_fields: ccare_core::JsonObject::new(),
         }
     }
 }

@@ -85,7 +85,7 @@ pub(crate) fn build_call(agent: &Agent) -> CallConfig {
         },
         messages,
         purpose: Purpose::Conversation,
-        ext: ccare_core::JsonObject::new(),
+        ext: options.request_fields,
         credential: options.credential,
     }
 }

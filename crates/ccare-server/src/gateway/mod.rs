@@ -517,6 +517,7 @@ async fn run(
     wanted.temperature = body.temperature;
     wanted.max_tokens = body.output_limit();
     wanted.reasoning_effort.clone_from(&body.reasoning_effort);
+    wanted.request_fields = body.passed_fields();
     let options = (wanted != current).then_some(wanted);
     let command = match command {
         Command::UserInput { message, .. } => Command::UserInput { message, options },

@@ -4,7 +4,9 @@
 //! Requests are read leniently: OpenAI clients send many fields the gateway does not
 //! use yet (`n`, `seed`, `stop`, …) and an SDK upgrade must not turn them into 400s, so
 //! unknown fields are ignored rather than refused. The sampling fields the upstream
-//! request carries (`temperature`, the output limit, `reasoning_effort`) are passed on.
+//! request carries (`temperature`, the output limit, `reasoning_effort`) are passed on,
+//! and so are [`ChatRequest::passed_fields`] (`stop`, `seed`, `response_format`, ...)
+//! as they are.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -44,6 +46,28 @@ pub struct ChatRequest {
     /// Reasoning effort (`low`, `medium`, `high`, …), sent upstream as given.
     #[serde(default)]
     pub reasoning_effort: Option<String>,
+    /// How many choices: only 1 is answered.
+    #[serde(default)]
+    pub n: Option<u32>,
+    /// Stop sequences (a string or a list), sent upstream as given.
+    #[serde(default)]
+    pub stop: Option<serde_json::Value>,
+    /// A sampling seed, sent upstream.
+    #[serde(default)]
+    pub seed: Option<i64>,
+    /// Nucleus sampling, sent upstream.
+    #[serde(default)]
+    pub top_p: Option<f64>,
+    /// Frequency penalty, sent upstream.
+    #[serde(default)]
+    pub frequency_penalty: Option<f64>,
+    /// Presence penalty, sent upstream.
+    #[serde(default)]
+    pub presence_penalty: Option<f64>,
+    /// The answer's format (`{"type": "json_object"}`, a JSON schema), sent upstream
+    /// as given.
+    #[serde(default)]
+    pub response_format: Option<serde_json::Value>,
 }
 
 impl ChatRequest {
@@ -52,8 +76,36 @@ impl ChatRequest {
         self.max_completion_tokens.or(self.max_tokens)
     }
 
+    /// The fields sent upstream as they are, for this request's model calls.
+    pub fn passed_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let mut fields = serde_json::Map::new();
+        let mut put = |key: &str, value: Option<serde_json::Value>| {
+            if let Some(value) = value.filter(|value| !value.is_null()) {
+                fields.insert(key.to_owned(), value);
+            }
+        };
+        put("stop", self.stop.clone());
+        put("seed", self.seed.map(serde_json::Value::from));
+        put("top_p", self.top_p.map(serde_json::Value::from));
+        put(
+            "frequency_penalty",
+            self.frequency_penalty.map(serde_json::Value::from),
+        );
+        put(
+            "presence_penalty",
+            self.presence_penalty.map(serde_json::Value::from),
+        );
+        put("response_format", self.response_format.clone());
+        fields
+    }
+
     /// What is wrong with the sampling fields, naming the field; `None`: nothing.
     pub fn sampling_problem(&self) -> Option<String> {
+        if self.n.is_some_and(|n| n != 1) {
+            return Some(
+                "n: the gateway answers with one choice; send n = 1 or leave it out".to_owned(),
+            );
+        }
         if let Some(temperature) = self.temperature
             && !(0.0..=2.0).contains(&temperature)
         {

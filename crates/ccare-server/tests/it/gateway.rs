@@ -145,8 +145,9 @@ async fn gw_1_a_plain_answer_has_openai_shape_and_real_usage() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_1_sampling_fields_go_upstream_and_fall_back_when_left_out() {
-    // A client's temperature, output limit and reasoning effort apply to its request
-    // only: the next request without them gets the route's defaults again.
+    // A client's temperature, output limit, reasoning effort and the fields passed as
+    // they are (stop, seed, response_format, ...) apply to its request only: the next
+    // request without them gets the route's defaults again.
     let rig = Rig::start().await;
     for text in ["one", "two", "three"] {
         rig.fake.push(Reply::text(text));
@@ -165,7 +166,12 @@ async fn gw_1_sampling_fields_go_upstream_and_fall_back_when_left_out() {
         body
     };
     let first = ask(
-        json!({"temperature": 0.2, "max_completion_tokens": 300, "max_tokens": 999, "reasoning_effort": "low"}),
+        json!({
+            "temperature": 0.2, "max_completion_tokens": 300, "max_tokens": 999,
+            "reasoning_effort": "low", "n": 1, "stop": ["END"], "seed": 7, "top_p": 0.5,
+            "frequency_penalty": 0.25, "presence_penalty": 0.5,
+            "response_format": {"type": "json_object"},
+        }),
         None,
         "",
     );
@@ -181,19 +187,30 @@ async fn gw_1_sampling_fields_go_upstream_and_fall_back_when_left_out() {
         .requests()
         .iter()
         .map(|request| {
-            json!([
-                request.body.get("temperature"),
-                request.body.get("max_tokens"),
-                request.body.get("reasoning_effort"),
-            ])
+            let fields = [
+                "temperature",
+                "max_tokens",
+                "reasoning_effort",
+                "n",
+                "stop",
+                "seed",
+                "top_p",
+                "frequency_penalty",
+                "presence_penalty",
+                "response_format",
+            ];
+            fields
+                .iter()
+                .map(|field| request.body.get(field).cloned().unwrap_or(Value::Null))
+                .collect()
         })
         .collect();
     assert_eq!(
         sampling,
         [
-            json!([0.2, 300, "low"]),
-            json!([null, 1000, null]),
-            json!([null, 200, null]),
+            json!([0.2, 300, "low", null, ["END"], 7, 0.5, 0.25, 0.5, {"type": "json_object"}]),
+            json!([null, 1000, null, null, null, null, null, null, null, null]),
+            json!([null, 200, null, null, null, null, null, null, null, null]),
         ]
     );
     // One conversation throughout.
@@ -217,6 +234,10 @@ async fn gw_6_sampling_fields_out_of_range_are_400_not_retried() {
         (
             json!({"reasoning_effort": " "}),
             "reasoning_effort: must not be empty",
+        ),
+        (
+            json!({"n": 2}),
+            "n: the gateway answers with one choice; send n = 1 or leave it out",
         ),
     ] {
         let mut body = json!({"model": "fake/model", "messages": conversation("s", "hi")});
