@@ -517,27 +517,23 @@ impl Host {
             .into_iter()
             .filter(|name| !hidden.contains(name))
             .collect();
-        let sections = crate::sections::sorted(&self.sections);
-        if sections.is_empty() {
-            return None;
-        }
-        Some(
-            sections
-                .into_iter()
-                .map(|section| {
-                    if section.name == crate::instructions::BASE_SECTION {
-                        crate::instructions::base_text(locale, &offered)
-                    } else {
-                        section.text
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("\n\n"),
-        )
+        self.joined_sections(|section| {
+            if section.name == crate::instructions::BASE_SECTION {
+                crate::instructions::base_text(locale, &offered)
+            } else {
+                section.text
+            }
+        })
     }
 
     /// The system prompt: sections by `order` then name, joined by a blank line.
     pub fn system_prompt(&self) -> Option<String> {
+        self.joined_sections(|section| section.text)
+    }
+
+    /// The sections by `order` then name, each as `text_of` writes it, joined by a
+    /// blank line; `None` when there is none.
+    fn joined_sections(&self, text_of: impl FnMut(SystemSection) -> String) -> Option<String> {
         let sections = crate::sections::sorted(&self.sections);
         if sections.is_empty() {
             return None;
@@ -545,7 +541,7 @@ impl Host {
         Some(
             sections
                 .into_iter()
-                .map(|section| section.text)
+                .map(text_of)
                 .collect::<Vec<_>>()
                 .join("\n\n"),
         )
