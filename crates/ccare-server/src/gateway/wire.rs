@@ -2,7 +2,7 @@
 //! GW-6), with their schemas for the OpenAPI document.
 //!
 //! Requests are read leniently: OpenAI clients send many fields the gateway does not
-//! use yet (`n`, `seed`, `stop`, …) and an SDK upgrade must not turn them into 400s, so
+//! use yet (`tool_choice`, `logprobs`, …) and an SDK upgrade must not turn them into 400s, so
 //! unknown fields are ignored rather than refused. The sampling fields the upstream
 //! request carries (`temperature`, the output limit, `reasoning_effort`) are passed on,
 //! and so are [`ChatRequest::passed_fields`] (`stop`, `seed`, `response_format`, ...)
