@@ -25,6 +25,7 @@ use std::time::Duration;
 
 use ccare_agent::{Agent, AgentOptions, Host};
 use ccare_core::{JsonObject, SessionId, SystemClock};
+use ccare_session::SessionHeader;
 
 use crate::boot::Booted;
 use crate::error::AppError;
@@ -45,9 +46,15 @@ impl std::fmt::Debug for Agents {
     }
 }
 
+/// Adjusts the options an actor starts with, from its session's stored header
+/// ([`Agents::set_start_options`]).
+type StartOptions = dyn Fn(&SessionHeader, &mut AgentOptions) + Send + Sync;
+
 struct Shared {
     host: Arc<Host>,
     options: AgentOptions,
+    /// [`Agents::set_start_options`]; `None`: every actor starts with `options`.
+    start_options: std::sync::RwLock<Option<Arc<StartOptions>>>,
     lease_ms: u64,
     idle: Duration,
     /// One slot per session ever started here; `None` while it is stopped.
@@ -147,6 +154,7 @@ impl Agents {
             shared: Arc::new(Shared {
                 host: Arc::clone(&host),
                 options,
+                start_options: std::sync::RwLock::new(None),
                 lease_ms,
                 idle: Duration::from_millis(idle_ms.max(1)),
                 slots: std::sync::Mutex::new(HashMap::new()),
@@ -166,6 +174,22 @@ impl Agents {
             booted.lease_ms,
             booted.actor_idle_ms,
         )
+    }
+
+    /// Sets how an actor's options are adjusted from its session's header when it
+    /// starts, whoever starts it (a request, a command, the inbox an earlier process
+    /// left): the server's gateway hides the host's workspace tools from the sessions
+    /// it created. Replaces the adjustment set before; actors already running keep
+    /// their options.
+    pub fn set_start_options(
+        &self,
+        adjust: impl Fn(&SessionHeader, &mut AgentOptions) + Send + Sync + 'static,
+    ) {
+        *self
+            .shared
+            .start_options
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Arc::new(adjust));
     }
 
     /// The host the agents run in.
@@ -362,11 +386,21 @@ impl Agents {
         restore: Restore,
     ) -> Result<(Actor, AgentHandle), AppError> {
         let id = session.id().clone();
+        let mut options = self.shared.options.clone();
+        let adjust = self
+            .shared
+            .start_options
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(adjust) = adjust {
+            adjust(session.header(), &mut options);
+        }
         let agent = Agent::new(
             Arc::clone(&self.shared.host),
             session,
             Arc::new(SystemClock),
-            self.shared.options.clone(),
+            options,
         );
         let restored = match restore {
             Restore::Stored => agent.restore_inbox().await.map_err(AppError::Inbox)?,

@@ -64,9 +64,19 @@ pub const TOOL_RESULTS_MISMATCH: &str = ccare_agent::TOOL_RESULTS_MISMATCH;
 
 /// The session metadata key marking a session the gateway created.
 pub const META_ORIGIN: &str = "origin";
+/// [`META_ORIGIN`]'s value on the sessions the gateway created.
+pub const ORIGIN_GATEWAY: &str = "gateway";
 
-/// Registers the gateway's routes (owner `server`).
+/// Registers the gateway's routes (owner `server`), and makes every actor of a
+/// session the gateway created start with [`hidden_tools`] hidden, so a turn its
+/// actor runs before the next gateway request (the inbox an earlier process left, a
+/// command through the sessions API) offers the same tools.
 pub fn register(routes: &Routes, context: &ServerContext) -> Result<(), RouteError> {
+    context.agents.set_start_options(|header, options| {
+        if created_here(&header.meta_json) {
+            options.hidden_tools = hidden_tools();
+        }
+    });
     let models_context = context.clone();
     let models = RouteSpec::new(
         path("/v1/models")?,
@@ -392,7 +402,10 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
                 META_MODEL.to_owned(),
                 serde_json::Value::from(model.as_str()),
             );
-            meta.insert(META_ORIGIN.to_owned(), serde_json::Value::from("gateway"));
+            meta.insert(
+                META_ORIGIN.to_owned(),
+                serde_json::Value::from(ORIGIN_GATEWAY),
+            );
             if let Some(hash) = owner.hash() {
                 meta.insert(META_OWNER.to_owned(), serde_json::Value::from(hash));
             }
@@ -478,6 +491,20 @@ fn hidden_tools() -> BTreeSet<String> {
         .iter()
         .map(|name| (*name).to_owned())
         .collect()
+}
+
+/// The origin field of a session's metadata.
+#[derive(serde::Deserialize)]
+struct OriginMeta {
+    #[serde(default)]
+    origin: Option<String>,
+}
+
+/// Whether a session's metadata (`meta_json`) marks it as created by the gateway; an
+/// unreadable one does not.
+fn created_here(meta_json: &str) -> bool {
+    serde_json::from_str::<OriginMeta>(meta_json)
+        .is_ok_and(|meta| meta.origin.as_deref() == Some(ORIGIN_GATEWAY))
 }
 
 /// What the request gives the session.

@@ -882,6 +882,62 @@ async fn gw_4_the_servers_file_tools_are_neither_offered_nor_run() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_4_a_gateway_session_hides_the_file_tools_whoever_starts_its_actor() {
+    // After a restart, a gateway session's actor is started by a sessions-API message
+    // (no gateway request sets its options first): it still offers no file tools. A
+    // session the API created keeps them.
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("a"));
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("s", "hi")}),
+    )
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let gateway_session = session_of(&first);
+    let created: Value = rig
+        .post_json("/api/sessions", &json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let api_session = created["id"].as_str().unwrap().to_owned();
+    let rig = rig.restart().await;
+    for (session, answer) in [(&gateway_session, "b"), (&api_session, "c")] {
+        rig.fake.push(Reply::text(answer));
+        let before = rig.fake.requests().len();
+        let accepted = rig
+            .post_json(
+                &format!("/api/sessions/{session}/messages"),
+                &json!({"text": "go on"}),
+            )
+            .await;
+        assert_eq!(accepted.status().as_u16(), 202);
+        while rig.fake.requests().len() == before {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+    let requests = rig.fake.requests();
+    let count = requests.len();
+    assert_eq!(
+        tool_names(&requests[count - 2]),
+        ["session_search", "context_status", "context_rest", "ledger"]
+    );
+    assert_eq!(
+        tool_names(&requests[count - 1]),
+        [
+            "read_file",
+            "write_file",
+            "list_files",
+            "session_search",
+            "context_status",
+            "context_rest",
+            "ledger"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_4_a_result_for_a_call_the_client_never_got_is_400_not_retried() {
     let rig = Rig::start().await;
     // In a new conversation.
