@@ -68,6 +68,9 @@ pub struct ChatRequest {
     /// as given.
     #[serde(default)]
     pub response_format: Option<serde_json::Value>,
+    /// Whether the model may call several tools in one answer, sent upstream.
+    #[serde(default)]
+    pub parallel_tool_calls: Option<bool>,
 }
 
 impl ChatRequest {
@@ -96,6 +99,10 @@ impl ChatRequest {
             self.presence_penalty.map(serde_json::Value::from),
         );
         put("response_format", self.response_format.clone());
+        put(
+            "parallel_tool_calls",
+            self.parallel_tool_calls.map(serde_json::Value::from),
+        );
         fields
     }
 

@@ -170,7 +170,7 @@ async fn gw_1_sampling_fields_go_upstream_and_fall_back_when_left_out() {
             "temperature": 0.2, "max_completion_tokens": 300, "max_tokens": 999,
             "reasoning_effort": "low", "n": 1, "stop": ["END"], "seed": 7, "top_p": 0.5,
             "frequency_penalty": 0.25, "presence_penalty": 0.5,
-            "response_format": {"type": "json_object"},
+            "response_format": {"type": "json_object"}, "parallel_tool_calls": false,
         }),
         None,
         "",
@@ -198,6 +198,7 @@ async fn gw_1_sampling_fields_go_upstream_and_fall_back_when_left_out() {
                 "frequency_penalty",
                 "presence_penalty",
                 "response_format",
+                "parallel_tool_calls",
             ];
             fields
                 .iter()
@@ -208,9 +209,13 @@ async fn gw_1_sampling_fields_go_upstream_and_fall_back_when_left_out() {
     assert_eq!(
         sampling,
         [
-            json!([0.2, 300, "low", null, ["END"], 7, 0.5, 0.25, 0.5, {"type": "json_object"}]),
-            json!([null, 1000, null, null, null, null, null, null, null, null]),
-            json!([null, 200, null, null, null, null, null, null, null, null]),
+            json!([0.2, 300, "low", null, ["END"], 7, 0.5, 0.25, 0.5, {"type": "json_object"}, false]),
+            json!([
+                null, 1000, null, null, null, null, null, null, null, null, null
+            ]),
+            json!([
+                null, 200, null, null, null, null, null, null, null, null, null
+            ]),
         ]
     );
     // One conversation throughout.
