@@ -506,10 +506,17 @@ impl Host {
 
     /// The system prompt of an agent that hides the host tools `hidden`
     /// ([`crate::AgentOptions::hidden_tools`]): [`Host::system_prompt`] with the base
-    /// instructions' tool line naming only the host tools the agent offers.
-    pub fn system_prompt_hiding(&self, hidden: &BTreeSet<String>) -> Option<String> {
+    /// instructions' tool line naming only the host tools the agent offers. When it
+    /// offers none of them but the caller declared tools for the turn
+    /// (`caller_tools`), the line is left out rather than saying there are no tools.
+    pub fn system_prompt_hiding(
+        &self,
+        hidden: &BTreeSet<String>,
+        caller_tools: bool,
+    ) -> Option<String> {
         let locale = match *self.base_locale.read() {
             Some(locale) if !hidden.is_empty() => locale,
+            Some(locale) if caller_tools && self.tools.read().is_empty() => locale,
             _ => return self.system_prompt(),
         };
         let offered: Vec<String> = self
@@ -519,7 +526,7 @@ impl Host {
             .collect();
         self.joined_sections(|section| {
             if section.name == crate::instructions::BASE_SECTION {
-                crate::instructions::base_text(locale, &offered)
+                crate::instructions::base_text(locale, &offered, caller_tools)
             } else {
                 section.text
             }

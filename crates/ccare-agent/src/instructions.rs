@@ -157,9 +157,10 @@ pub enum InstructionsError {
     },
 }
 
-/// The base instructions' text for an agent offering the host tools `tools`.
-pub(crate) fn base_text(locale: Locale, tools: &[String]) -> String {
-    texts::render_base(locale, tools)
+/// The base instructions' text for an agent offering the host tools `tools`, and
+/// tools the caller declared for the turn when `caller_tools`.
+pub(crate) fn base_text(locale: Locale, tools: &[String], caller_tools: bool) -> String {
+    texts::render_base(locale, tools, caller_tools)
 }
 
 /// The key naming the instructions file in errors.
@@ -201,7 +202,7 @@ fn read(
             section: SystemSection {
                 name: BASE_SECTION.to_owned(),
                 order: BASE_ORDER,
-                text: texts::render_base(locale, &host.tool_names()),
+                text: texts::render_base(locale, &host.tool_names(), false),
             },
             origin: InstructionsOrigin::Base,
         });

@@ -69,20 +69,20 @@ pub(crate) fn build_call(agent: &Agent) -> CallConfig {
         }
     }
     let host = &agent.inner.host;
+    // The host's tools this agent offers, then the ones the open turn declared for the
+    // caller (ACT-3).
+    let caller_tools = crate::external::turn_tools(agent);
+    let system = host.system_prompt_hiding(&options.hidden_tools, !caller_tools.is_empty());
+    let mut tools = host.tools.read().specs();
+    tools.retain(|tool| !options.hidden_tools.contains(&tool.name));
+    tools.extend(caller_tools);
     CallConfig {
         model: options.model,
         max_tokens: options.max_tokens,
         temperature: options.temperature,
         reasoning_effort: options.reasoning_effort,
-        system: host.system_prompt_hiding(&options.hidden_tools),
-        // The host's tools this agent offers, then the ones the open turn declared for
-        // the caller (ACT-3).
-        tools: {
-            let mut tools = host.tools.read().specs();
-            tools.retain(|tool| !options.hidden_tools.contains(&tool.name));
-            tools.extend(crate::external::turn_tools(agent));
-            tools
-        },
+        system,
+        tools,
         messages,
         purpose: Purpose::Conversation,
         ext: options.request_fields,

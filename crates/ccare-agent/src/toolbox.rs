@@ -73,6 +73,10 @@ impl Toolbox {
         self.entries.retain(|entry| entry.owner != owner);
     }
 
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     pub(crate) fn names(&self) -> Vec<String> {
         self.entries
             .iter()

@@ -48,10 +48,14 @@ pub(crate) fn base_texts(locale: Locale) -> &'static BaseTexts {
 }
 
 /// The base prompt: the role line, then the tool line naming `tools` in the order
-/// given.
-pub(crate) fn render_base(locale: Locale, tools: &[String]) -> String {
+/// given. With no host tools but tools the caller declared for the turn
+/// (`caller_tools`), there is no tool line: "no tools" would be false, and the
+/// request's tools describe the caller's.
+pub(crate) fn render_base(locale: Locale, tools: &[String], caller_tools: bool) -> String {
     let texts = base_texts(locale);
-    let tool_line = if tools.is_empty() {
+    let tool_line = if tools.is_empty() && caller_tools {
+        return texts.role.to_owned();
+    } else if tools.is_empty() {
         texts.no_tools.to_owned()
     } else {
         format!(

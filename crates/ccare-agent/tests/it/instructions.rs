@@ -223,6 +223,44 @@ async fn without_tools_or_files_only_the_base_prompt_is_installed() {
 }
 
 #[tokio::test]
+async fn a_host_without_tools_does_not_say_so_when_the_caller_declared_some() {
+    // ACT-3: a turn whose only tools are the caller's gets no tool line, in either
+    // language, rather than "no tools"; without caller tools the line stays.
+    let kit = kit("{\"text\": \"one\"}").await;
+    let bare = Host::new(
+        Arc::clone(kit.host.llm()),
+        Arc::clone(kit.host.sessions()),
+        Arc::new(Registry::with_host_defaults()),
+    );
+    let none = std::collections::BTreeSet::new();
+    instructions::install(&bare, &kit.config(), Locale::En).unwrap();
+    assert_eq!(
+        bare.system_prompt_hiding(&none, true).as_deref(),
+        Some(
+            "You are an agent working with the user in this session. Answer the user's latest \
+             request; use your tools when they help, and say plainly what you did."
+        )
+    );
+    assert_eq!(
+        bare.system_prompt_hiding(&none, false),
+        bare.system_prompt()
+    );
+    instructions::install(&bare, &kit.config(), Locale::Zh).unwrap();
+    assert_eq!(
+        bare.system_prompt_hiding(&none, true).as_deref(),
+        Some(
+            "你是在本会话中与用户一起工作的智能体。回答用户最新的请求；需要时使用你的工具，并如实说明你做了什么。"
+        )
+    );
+    // A host with tools keeps its line whether or not the caller declared more.
+    instructions::install(&kit.host, &kit.config(), Locale::En).unwrap();
+    assert_eq!(
+        kit.host.system_prompt_hiding(&none, true),
+        kit.host.system_prompt()
+    );
+}
+
+#[tokio::test]
 async fn agents_md_off_or_empty_files_add_no_section() {
     let kit = kit("{\"text\": \"one\"}").await;
     std::fs::write(kit.workspace().join("AGENTS.md"), "Never read me.").unwrap();

@@ -353,7 +353,7 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
     if body.messages.is_empty() {
         return refusal::bad_transcript("messages: at least one message is required");
     }
-    if let Some(problem) = body.sampling_problem() {
+    if let Some(problem) = body.fields_problem() {
         return refusal::refuse(400, refusal::INVALID_REQUEST, problem);
     }
     let model = match resolve_model(context, &body.model) {
@@ -539,6 +539,14 @@ async fn run(
     wanted.model = model;
     wanted.credential = credential;
     wanted.hidden_tools = hidden_tools();
+    if matches!(body.tool_choice(), Ok(Some(wire::ToolChoice::Required))) {
+        // `required` means one of the client's tools: the gateway-owned ones are left
+        // out of this request, so the model cannot be forced to call them step after
+        // step, and the answer goes back to the client with its calls.
+        wanted
+            .hidden_tools
+            .extend(handle.agent().host().tool_names());
+    }
     // The client's sampling fields for this request; those it leaves out fall back to
     // the route's defaults, not to what an earlier request asked for.
     wanted.temperature = body.temperature;

@@ -2,11 +2,11 @@
 //! GW-6), with their schemas for the OpenAPI document.
 //!
 //! Requests are read leniently: OpenAI clients send many fields the gateway does not
-//! use yet (`tool_choice`, `logprobs`, …) and an SDK upgrade must not turn them into 400s, so
-//! unknown fields are ignored rather than refused. The sampling fields the upstream
-//! request carries (`temperature`, the output limit, `reasoning_effort`) are passed on,
-//! and so are [`ChatRequest::passed_fields`] (`stop`, `seed`, `response_format`, ...)
-//! as they are.
+//! use yet (`logprobs`, …) and an SDK upgrade must not turn them into 400s, so unknown
+//! fields are ignored rather than refused. The sampling fields the upstream request
+//! carries (`temperature`, the output limit, `reasoning_effort`) are passed on, and so
+//! are [`ChatRequest::passed_fields`] (`stop`, `seed`, `response_format`, the checked
+//! `tool_choice`, ...).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -71,7 +71,65 @@ pub struct ChatRequest {
     /// Whether the model may call several tools in one answer, sent upstream.
     #[serde(default)]
     pub parallel_tool_calls: Option<bool>,
+    /// How the model must use the client's tools; read by [`ChatRequest::tool_choice`].
+    /// Kept as JSON here so that a shape the gateway does not take is a 400 naming
+    /// `tool_choice`, not an unreadable body.
+    #[serde(default)]
+    pub tool_choice: Option<serde_json::Value>,
 }
+
+/// `tool_choice` as the gateway takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// `none`: the model answers in text and calls no tool.
+    None,
+    /// `auto`: the model decides (what leaving it out means).
+    Auto,
+    /// `required`: the model must call one or more of the client's tools. The gateway
+    /// offers only the client's tools for that request, so the answer always goes back
+    /// to the client with tool calls and no gateway-owned tool is forced in a loop.
+    Required,
+    /// The model must call this function of the client's tools.
+    Function(String),
+}
+
+impl ToolChoice {
+    /// The value sent upstream.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Self::None => serde_json::Value::from("none"),
+            Self::Auto => serde_json::Value::from("auto"),
+            Self::Required => serde_json::Value::from("required"),
+            Self::Function(name) => {
+                serde_json::json!({"type": "function", "function": {"name": name}})
+            }
+        }
+    }
+}
+
+/// `tool_choice` on the wire: a mode, or a named function.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ToolChoiceWire {
+    /// `none`, `auto` or `required`.
+    Mode(String),
+    /// `{"type": "function", "function": {"name": …}}`.
+    Named {
+        #[serde(rename = "type")]
+        kind: String,
+        function: NamedFunction,
+    },
+}
+
+/// The function a named `tool_choice` forces.
+#[derive(Deserialize)]
+struct NamedFunction {
+    name: String,
+}
+
+/// The shapes `tool_choice` takes, for its 400.
+const TOOL_CHOICE_SHAPES: &str =
+    r#"send "none", "auto", "required" or {"type": "function", "function": {"name": …}}"#;
 
 impl ChatRequest {
     /// The output limit the client asked for, if any.
@@ -103,11 +161,65 @@ impl ChatRequest {
             "parallel_tool_calls",
             self.parallel_tool_calls.map(serde_json::Value::from),
         );
+        put(
+            "tool_choice",
+            self.tool_choice()
+                .ok()
+                .flatten()
+                .map(|choice| choice.to_json()),
+        );
         fields
     }
 
-    /// What is wrong with the sampling fields, naming the field; `None`: nothing.
-    pub fn sampling_problem(&self) -> Option<String> {
+    /// The request's `tool_choice`, checked against its `tools`: a function it names
+    /// must be one of them, and `required` needs one. `Err` says what is wrong, naming
+    /// the field.
+    pub fn tool_choice(&self) -> Result<Option<ToolChoice>, String> {
+        let Some(value) = self.tool_choice.as_ref().filter(|value| !value.is_null()) else {
+            return Ok(None);
+        };
+        let declared = |name: &str| {
+            self.tools
+                .iter()
+                .flatten()
+                .any(|tool| tool.function.name == name)
+        };
+        match serde_json::from_value::<ToolChoiceWire>(value.clone()) {
+            Ok(ToolChoiceWire::Mode(mode)) => match mode.as_str() {
+                "none" => Ok(Some(ToolChoice::None)),
+                "auto" => Ok(Some(ToolChoice::Auto)),
+                "required" if self.tools.as_ref().is_some_and(|tools| !tools.is_empty()) => {
+                    Ok(Some(ToolChoice::Required))
+                }
+                "required" => {
+                    Err("tool_choice: \"required\" needs at least one tool in tools".to_owned())
+                }
+                other => Err(format!(
+                    "tool_choice: {other:?} is not a mode the gateway takes; {TOOL_CHOICE_SHAPES}"
+                )),
+            },
+            Ok(ToolChoiceWire::Named { kind, function }) if kind == "function" => {
+                if declared(&function.name) {
+                    Ok(Some(ToolChoice::Function(function.name)))
+                } else {
+                    Err(format!(
+                        "tool_choice: names the function {:?}, which is not one of tools",
+                        function.name
+                    ))
+                }
+            }
+            Ok(ToolChoiceWire::Named { kind, .. }) => Err(format!(
+                "tool_choice: type {kind:?} is not one the gateway takes; {TOOL_CHOICE_SHAPES}"
+            )),
+            Err(_) => Err(format!(
+                "tool_choice: {value} is not a shape the gateway takes; {TOOL_CHOICE_SHAPES}"
+            )),
+        }
+    }
+
+    /// What is wrong with the sampling fields or `tool_choice`, naming the field;
+    /// `None`: nothing.
+    pub fn fields_problem(&self) -> Option<String> {
         if self.n.is_some_and(|n| n != 1) {
             return Some(
                 "n: the gateway answers with one choice; send n = 1 or leave it out".to_owned(),
@@ -132,7 +244,7 @@ impl ChatRequest {
         {
             return Some("reasoning_effort: must not be empty".to_owned());
         }
-        None
+        self.tool_choice().err()
     }
 }
 

@@ -886,6 +886,167 @@ async fn gw_4_the_servers_file_tools_are_neither_offered_nor_run() {
     assert!(!rig.dir.path().join("workspace/notes.md").exists());
 }
 
+/// A client's `lookup` tool, in OpenAI's shape.
+fn lookup_tool() -> Value {
+    json!([{"type": "function", "function": {
+        "name": "lookup",
+        "description": "Looks a word up",
+        "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
+    }}])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_4_tool_choice_required_offers_only_the_clients_tools_for_that_request() {
+    // `required` means one of the client's tools: the gateway-owned tools are left out
+    // of that request (they could otherwise be forced step after step, unseen by the
+    // client) and the answer goes back with the client's call. The next request,
+    // without tool_choice, offers them again.
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(0, Some("call_l"), Some("lookup"), "{\"word\":\"care\"}")
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::text("Care means attention."));
+    let mut history = conversation("be brief", "what does care mean?");
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": lookup_tool(),
+                "tool_choice": "required"}),
+    )
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = session_of(&first);
+    let answer: Value = first.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["tool_calls"],
+        json!([{"id": "call_l", "type": "function", "function": {"name": "lookup", "arguments": "{\"word\":\"care\"}"}}])
+    );
+    let requests = rig.fake.requests();
+    assert_eq!(requests[0].body["tool_choice"], "required");
+    assert_eq!(tool_names(&requests[0]), ["lookup"]);
+    // No tool line: the host offers none of its tools, and "no tools" would be false.
+    let system = requests[0].body["messages"][0]["content"].as_str().unwrap();
+    assert_eq!(tools_line(&requests[0]), "");
+    assert!(!system.contains("You have no tools"), "{system}");
+    assert!(system.starts_with("You are an agent working with the user in this session. Answer the user's latest request; use your tools when they help, and say plainly what you did.\n\n"), "{system}");
+    let list = history.as_array_mut().unwrap();
+    list.push(answer["choices"][0]["message"].clone());
+    list.push(json!({"role": "tool", "tool_call_id": "call_l", "content": "attention"}));
+    let second = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": lookup_tool()}),
+    )
+    .await;
+    assert_eq!(second.status().as_u16(), 200);
+    assert_eq!(session_of(&second), session);
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[1].body.get("tool_choice"), None);
+    assert_eq!(
+        tool_names(&requests[1]),
+        [
+            "session_search",
+            "context_status",
+            "context_rest",
+            "ledger",
+            "lookup"
+        ]
+    );
+    assert_eq!(
+        tools_line(&requests[1]),
+        "Your tools: session_search, context_status, context_rest, ledger."
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_4_tool_choice_none_auto_and_a_named_function_go_upstream_as_they_are() {
+    let rig = Rig::start().await;
+    let choices = [
+        json!("none"),
+        json!("auto"),
+        json!({"type": "function", "function": {"name": "lookup"}}),
+    ];
+    for (index, choice) in choices.iter().enumerate() {
+        rig.fake.push(Reply::text("ok"));
+        let response = chat(
+            &rig,
+            &json!({"model": "fake/model", "messages": conversation("s", &format!("question {index}")),
+                    "tools": lookup_tool(), "tool_choice": choice}),
+        )
+        .await;
+        assert_eq!(response.status().as_u16(), 200, "{choice}");
+    }
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 3);
+    for (request, choice) in requests.iter().zip(&choices) {
+        assert_eq!(&request.body["tool_choice"], choice);
+        assert_eq!(
+            tool_names(request),
+            [
+                "session_search",
+                "context_status",
+                "context_rest",
+                "ledger",
+                "lookup"
+            ]
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_a_tool_choice_the_gateway_cannot_honour_is_400_not_retried() {
+    let rig = Rig::start().await;
+    let shapes =
+        r#"send "none", "auto", "required" or {"type": "function", "function": {"name": …}}"#;
+    for (tools, choice, message) in [
+        (
+            Value::Null,
+            json!("required"),
+            "tool_choice: \"required\" needs at least one tool in tools".to_owned(),
+        ),
+        (
+            lookup_tool(),
+            json!({"type": "function", "function": {"name": "context_status"}}),
+            "tool_choice: names the function \"context_status\", which is not one of tools"
+                .to_owned(),
+        ),
+        (
+            lookup_tool(),
+            json!("any"),
+            format!("tool_choice: \"any\" is not a mode the gateway takes; {shapes}"),
+        ),
+        (
+            lookup_tool(),
+            json!({"type": "allowed_tools", "function": {"name": "lookup"}}),
+            format!("tool_choice: type \"allowed_tools\" is not one the gateway takes; {shapes}"),
+        ),
+        (
+            lookup_tool(),
+            json!({"type": "function"}),
+            format!(
+                "tool_choice: {{\"type\":\"function\"}} is not a shape the gateway takes; {shapes}"
+            ),
+        ),
+    ] {
+        let mut body = json!({"model": "fake/model", "messages": conversation("s", "hi"),
+                              "tool_choice": choice});
+        if !tools.is_null() {
+            body["tools"] = tools;
+        }
+        let response = chat(&rig, &body).await;
+        assert_eq!(response.status().as_u16(), 400, "{choice}");
+        assert_eq!(response.headers()["x-should-retry"], "false");
+        assert!(response.headers().get("x-ccare-session").is_none());
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(
+            body["error"],
+            json!({"message": message, "type": "invalid_request_error", "code": "INVALID_REQUEST"})
+        );
+    }
+    assert!(rig.fake.requests().is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_4_a_gateway_session_hides_the_file_tools_whoever_starts_its_actor() {
     // After a restart, a gateway session's actor is started by a sessions-API message

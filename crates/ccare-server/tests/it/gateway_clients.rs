@@ -172,6 +172,27 @@ async fn gw_4_the_openai_agents_sdk_runs_a_tool_agent_through_the_gateway() {
         assert_eq!(request.header("x-ccare-purpose"), Some("conversation"));
         assert_eq!(request.body["model"], "model");
     }
+    // `tool_choice="required"` until the tool ran: those requests offer only the
+    // client's tool, the others the gateway-owned ones as well.
+    let choices: Vec<(&Value, usize)> = requests
+        .iter()
+        .map(|request| {
+            (
+                &request.body["tool_choice"],
+                request.body["tools"].as_array().map_or(0, Vec::len),
+            )
+        })
+        .collect();
+    let required = Value::from("required");
+    assert_eq!(
+        choices,
+        [
+            (&required, 1),
+            (&Value::Null, 5),
+            (&required, 1),
+            (&Value::Null, 5)
+        ]
+    );
     let tool_messages = |index: usize| -> Vec<(String, String)> {
         requests[index].body["messages"]
             .as_array()

@@ -1,14 +1,15 @@
 # The OpenAI Agents SDK through the gateway (gateway_clients.rs
 # `gw_4_the_openai_agents_sdk_runs_a_tool_agent_through_the_gateway`): chat completions
 # (not the Responses API), tracing off, the default client pointed at GW_BASE with the
-# server token. One agent with a function tool runs twice: a question, then the first
-# run's items plus a follow-up. Prints one JSON object: each run's final output, the
+# server token. One agent with a function tool and `tool_choice="required"` (which the
+# SDK resets once the tool ran) runs twice: a question, then the first run's items plus
+# a follow-up. Prints one JSON object: each run's final output, the
 # city of each tool invocation in order, every gateway response's status and
 # x-ccare-session, and how many items the second run ends with. Any error the SDK
 # raises exits non-zero.
 import asyncio, json, os
 
-from agents import (Agent, Runner, function_tool, set_default_openai_api, set_default_openai_client,
+from agents import (Agent, ModelSettings, Runner, function_tool, set_default_openai_api, set_default_openai_client,
                     set_tracing_disabled)
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
@@ -37,7 +38,8 @@ async def main():
     set_default_openai_api("chat_completions")
     set_tracing_disabled(True)
     agent = Agent(name="Forecaster", instructions="Answer weather questions; use get_weather.",
-                  tools=[get_weather], model=os.environ["GW_MODEL"])
+                  tools=[get_weather], model=os.environ["GW_MODEL"],
+                  model_settings=ModelSettings(tool_choice="required"))
     first = await Runner.run(agent, "What is the weather in Paris?")
     history = first.to_input_list() + [{"role": "user", "content": "And in Rome and Oslo?"}]
     second = await Runner.run(agent, history)
