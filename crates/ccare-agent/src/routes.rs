@@ -284,7 +284,8 @@ pub struct RouteRequest {
     pub query: String,
     /// Request headers, names in lower case, in the order sent.
     pub headers: Vec<(String, String)>,
-    /// The body (at most the server's limit, 1 MiB).
+    /// The body (at most the route's limit: [`RouteSpec::body_limit`], else the
+    /// server's 1 MiB).
     pub body: Vec<u8>,
     /// Who the request authenticated as.
     pub caller: Caller,
@@ -504,6 +505,10 @@ pub struct RouteSpec {
     /// own API key ([`Caller::ClientKey`]): the gateway's routes while `[gateway]
     /// pass_through_keys` is on (GW-1). Every other route requires the server token.
     pub client_keys: bool,
+    /// The largest body it reads, in bytes; `None`: the server's limit (1 MiB,
+    /// H-HTTP-1). The gateway's chat route takes more: a client sends its whole
+    /// transcript on every request, and a long session's passes 1 MiB.
+    pub body_limit: Option<usize>,
     /// What answers.
     pub handler: Arc<dyn RouteHandler>,
 }
@@ -515,6 +520,7 @@ impl fmt::Debug for RouteSpec {
             .field("path", &self.path)
             .field("auth", &self.auth)
             .field("client_keys", &self.client_keys)
+            .field("body_limit", &self.body_limit)
             .field("methods", &self.methods.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
@@ -528,8 +534,16 @@ impl RouteSpec {
             auth: RouteAuth::Required,
             methods: BTreeMap::new(),
             client_keys: false,
+            body_limit: None,
             handler,
         }
+    }
+
+    /// Reads bodies of up to `bytes` instead of the server's limit (a larger body is
+    /// 413 `request-too-large`).
+    pub fn body_limit(mut self, bytes: usize) -> Self {
+        self.body_limit = Some(bytes);
+        self
     }
 
     /// Answers `method`, documented by `doc`.

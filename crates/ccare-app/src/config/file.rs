@@ -61,6 +61,9 @@ pub(crate) struct GatewayTable {
     /// upstream (default false).
     #[serde(default)]
     pub(crate) pass_through_keys: Option<bool>,
+    /// The largest `/v1/chat/completions` body, in MiB (default 32).
+    #[serde(default)]
+    pub(crate) max_request_mib: Option<u32>,
 }
 
 /// `[agent]` and `[profiles.<id>.agent]`.

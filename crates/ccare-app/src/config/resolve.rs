@@ -131,7 +131,8 @@ pub(crate) fn resolve(
 }
 
 /// `[gateway]`: each alias names a route of a configured provider; `pass_through_keys`
-/// (off by default) lets the gateway's clients send their own API keys upstream.
+/// (off by default) lets the gateway's clients send their own API keys upstream;
+/// `max_request_mib` (1 to 1024, default 32) bounds a chat-completions body.
 fn gateway_settings(table: &GatewayTable, llm: &LlmConfig) -> Result<GatewaySettings, String> {
     for (alias, route) in &table.models {
         if alias.trim().is_empty() || alias.contains('/') {
@@ -154,9 +155,19 @@ fn gateway_settings(table: &GatewayTable, llm: &LlmConfig) -> Result<GatewaySett
             }
         }
     }
+    let max_request_mib = table
+        .max_request_mib
+        .unwrap_or(GatewaySettings::DEFAULT_MAX_REQUEST_MIB);
+    if !(1..=GatewaySettings::MAX_REQUEST_MIB).contains(&max_request_mib) {
+        return Err(format!(
+            "gateway.max_request_mib: expected 1 to {}, found {max_request_mib}",
+            GatewaySettings::MAX_REQUEST_MIB
+        ));
+    }
     Ok(GatewaySettings {
         models: table.models.clone(),
         pass_through_keys: table.pass_through_keys.unwrap_or(false),
+        max_request_bytes: super::settings::mib(max_request_mib),
     })
 }
 

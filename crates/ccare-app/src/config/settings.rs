@@ -123,7 +123,7 @@ pub struct HttpSettings {
 }
 
 /// `[gateway]`, validated now and used by the gateway of `ccare serve` (server.md GW-1).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewaySettings {
     /// Bare model names a client may send as `model`, each mapped to a configured
     /// `"<provider>/<model>"` route (checked at load: the provider exists).
@@ -132,6 +132,35 @@ pub struct GatewaySettings {
     /// its own API key instead of the server token; that key is then sent upstream
     /// for its requests (memory only) and the sessions it creates belong to it.
     pub pass_through_keys: bool,
+    /// `max_request_mib` (default [`GatewaySettings::DEFAULT_MAX_REQUEST_MIB`]) in
+    /// bytes: the largest chat-completions body the gateway reads. A client sends its
+    /// whole transcript on every request, so the API's 1 MiB would refuse a long
+    /// session, the very kind the gateway is for.
+    pub max_request_bytes: usize,
+}
+
+impl GatewaySettings {
+    /// The default `max_request_mib`: a transcript of several million tokens.
+    pub const DEFAULT_MAX_REQUEST_MIB: u32 = 32;
+    /// The largest `max_request_mib` accepted: a body is held in memory whole.
+    pub const MAX_REQUEST_MIB: u32 = 1024;
+}
+
+impl Default for GatewaySettings {
+    fn default() -> Self {
+        Self {
+            models: BTreeMap::new(),
+            pass_through_keys: false,
+            max_request_bytes: mib(Self::DEFAULT_MAX_REQUEST_MIB),
+        }
+    }
+}
+
+/// `count` MiB in bytes.
+pub(crate) fn mib(count: u32) -> usize {
+    usize::try_from(count)
+        .unwrap_or(usize::MAX)
+        .saturating_mul(1024 * 1024)
 }
 
 /// `[loop]` (spec H-LOOP-6, H-HOOK-5, H-TOOL-2, H-CANCEL-2).

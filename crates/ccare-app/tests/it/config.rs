@@ -334,9 +334,27 @@ fn gateway_table_maps_models_and_loads_pass_through_keys() {
             .gateway
             .pass_through_keys
     );
+    assert_eq!(
+        empty.gateway.max_request_bytes,
+        32 * 1024 * 1024,
+        "32 MiB by default"
+    );
+    assert_eq!(
+        settings("[gateway]\nmax_request_mib = 4\n")
+            .unwrap()
+            .gateway
+            .max_request_bytes,
+        4 * 1024 * 1024
+    );
+    for bad in ["0", "1025"] {
+        assert_eq!(
+            error(&format!("[gateway]\nmax_request_mib = {bad}\n")),
+            format!("gateway.max_request_mib: expected 1 to 1024, found {bad}")
+        );
+    }
     assert!(
         error("[gateway]\nport = 9000\n").starts_with(
-            "gateway.port: unknown field `port`, expected `models` or `pass_through_keys`"
+            "gateway.port: unknown field `port`, expected one of `models`, `pass_through_keys`, `max_request_mib`"
         ),
         "{}",
         error("[gateway]\nport = 9000\n")

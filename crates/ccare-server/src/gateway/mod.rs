@@ -113,6 +113,9 @@ pub fn register(routes: &Routes, context: &ServerContext) -> Result<(), RouteErr
     } else {
         (models, chat)
     };
+    // A client sends its whole transcript every time: `[gateway] max_request_mib`,
+    // not the API's 1 MiB.
+    let chat = chat.body_limit(context.booted.gateway.max_request_bytes);
     routes.register(crate::api::OWNER, models)?;
     routes.register(crate::api::OWNER, chat)?;
     Ok(())

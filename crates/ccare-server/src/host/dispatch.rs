@@ -10,7 +10,8 @@
 //!    takes any other bearer as the client's own API key: GW-1); a
 //!    cookie-authenticated unsafe method also needs `Origin` or
 //!    `Sec-Fetch-Site: same-origin` → 403 `origin-rejected`;
-//! 5. the body, read up to 1 MiB and never kept past it → 413 `request-too-large` (the
+//! 5. the body, read up to the route's limit (1 MiB unless the route sets its own:
+//!    the gateway's chat route) and never kept past it → 413 `request-too-large` (the
 //!    rest of an oversized body, up to 16 MiB within 5 s, is read and dropped first,
 //!    so the client reads the answer instead of a broken pipe);
 //! 6. a non-empty body of an unsafe method must be `application/json` → 415
@@ -37,7 +38,7 @@ use super::fence::{Fence, ORIGIN_REJECTED};
 use super::reply::{JSON, Streaming, into_response};
 use super::table::{Matched, Table};
 
-/// The largest request body (H-HTTP-1, API-5).
+/// The largest request body of a route that sets no limit of its own (H-HTTP-1, API-5).
 pub const BODY_LIMIT: usize = 1024 * 1024;
 
 /// How much of a refused, oversized body is read and thrown away before the 413 goes
@@ -99,28 +100,31 @@ fn is_json(headers: &HeaderMap) -> bool {
         .is_some_and(|essence| essence.trim().eq_ignore_ascii_case(JSON))
 }
 
-fn too_large() -> RouteReply {
+fn too_large(limit: usize) -> RouteReply {
     RouteReply::error(
         413,
         "request-too-large",
-        format!("the request body is over {BODY_LIMIT} bytes"),
+        format!("the request body is over {limit} bytes"),
     )
 }
 
-/// Reads the body, refusing it as soon as it passes the limit.
-async fn read_body(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, RouteReply> {
+/// Reads the body, refusing it as soon as it passes `limit` bytes.
+async fn read_body(headers: &HeaderMap, body: Body, limit: usize) -> Result<Vec<u8>, RouteReply> {
     let declared = headers
         .get(CONTENT_LENGTH)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.parse::<u64>().ok());
     let mut stream = body.into_data_stream();
-    if declared.is_some_and(|length| length > BODY_LIMIT as u64) {
+    if declared.is_some_and(|length| length > limit as u64) {
         if declared.is_some_and(|length| length <= REFUSED_DRAIN_LIMIT as u64) {
             drain(&mut stream, 0).await;
         }
-        return Err(too_large());
+        return Err(too_large(limit));
     }
-    let mut bytes = Vec::new();
+    // A large body (the gateway's transcripts) is read without growing the buffer again
+    // and again.
+    let expected = declared.and_then(|length| usize::try_from(length).ok());
+    let mut bytes = Vec::with_capacity(expected.unwrap_or(0).min(limit));
     while let Some(chunk) = stream.next().await {
         let chunk = chunk.map_err(|error| {
             RouteReply::error(
@@ -129,9 +133,9 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Vec<u8>, RouteRepl
                 format!("reading the request body: {error}"),
             )
         })?;
-        if bytes.len() + chunk.len() > BODY_LIMIT {
+        if bytes.len() + chunk.len() > limit {
             drain(&mut stream, bytes.len() + chunk.len()).await;
-            return Err(too_large());
+            return Err(too_large(limit));
         }
         bytes.extend_from_slice(&chunk);
     }
@@ -163,7 +167,8 @@ impl Pipeline {
             Ok(found) => found,
             Err(reply) => return (reply, false),
         };
-        let bytes = match read_body(&parts.headers, body).await {
+        let limit = matched.entry.spec.body_limit.unwrap_or(BODY_LIMIT);
+        let bytes = match read_body(&parts.headers, body, limit).await {
             Ok(bytes) => bytes,
             Err(reply) => return (reply, false),
         };

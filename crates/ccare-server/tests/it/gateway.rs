@@ -280,6 +280,52 @@ async fn gw_6_sampling_fields_out_of_range_are_400_not_retried() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_1_a_transcript_over_the_apis_1_mib_is_taken_up_to_max_request_mib() {
+    // A client resends its whole transcript every time; a long session's passes the
+    // API's 1 MiB long before the model's window (the gateway compacts upstream, not
+    // the client's copy). `[gateway] max_request_mib` bounds it instead.
+    let rig = Rig::start_with(RigOptions {
+        toml: "[gateway]\nmax_request_mib = 2\n\n[models.\"fake/big\"]\ncontext_window = 1000000\nmax_output_tokens = 1000\n".into(),
+        ..RigOptions::default()
+    })
+    .await;
+    rig.fake.push(Reply::text("Read it all."));
+    let long = "a line of a long transcript. ".repeat(50_000);
+    assert!(long.len() > 1024 * 1024);
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/big", "messages": conversation("s", &long)}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 200);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "Read it all.");
+    let upstream = &rig.fake.requests()[0];
+    let sent = upstream.body["messages"].to_string();
+    assert!(sent.contains(&long), "the whole message went upstream");
+    // Past the configured limit: 413, and nothing went upstream.
+    let too_long = "x".repeat(2 * 1024 * 1024);
+    let response = chat(
+        &rig,
+        &json!({"model": "fake/big", "messages": conversation("s", &too_long)}),
+    )
+    .await;
+    assert_eq!(response.status().as_u16(), 413);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"], "request-too-large");
+    assert_eq!(
+        body["message"],
+        format!("the request body is over {} bytes", 2 * 1024 * 1024)
+    );
+    assert_eq!(rig.fake.requests().len(), 1);
+    // The API keeps its 1 MiB.
+    let response = rig
+        .post_json("/api/sessions", &json!({"title": "x".repeat(1024 * 1024)}))
+        .await;
+    assert_eq!(response.status().as_u16(), 413);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_2_a_request_extending_the_conversation_continues_its_session() {
     let rig = Rig::start().await;
     rig.fake.push(Reply::text("Hello big world"));

@@ -98,7 +98,12 @@ fn allow_of(methods: &[RouteMethod]) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn h_http_1_every_route_refuses_no_auth_bad_host_cross_site_large_bodies_wrong_media_and_methods()
  {
-    let rig = Rig::start().await;
+    // The gateway's chat route reads `[gateway] max_request_mib`, the others 1 MiB.
+    let rig = Rig::start_with(RigOptions {
+        toml: "[gateway]\nmax_request_mib = 2\n".into(),
+        ..RigOptions::default()
+    })
+    .await;
     let routes = rig.routes();
     let patterns: BTreeSet<String> = routes
         .iter()
@@ -107,10 +112,16 @@ async fn h_http_1_every_route_refuses_no_auth_bad_host_cross_site_large_bodies_w
     // The server's own routes are there; plugin and API routes join as they are added.
     assert!(patterns.contains("/api/openapi.json"), "{patterns:?}");
     assert!(patterns.contains("/api/auth/session"), "{patterns:?}");
-    let big = vec![b' '; ccare_server::BODY_LIMIT + 1];
     let mut checked = 0;
     for entry in &routes {
         let spec = &entry.spec;
+        let limit = if spec.path.pattern() == "/v1/chat/completions" {
+            2 * 1024 * 1024
+        } else {
+            ccare_server::BODY_LIMIT
+        };
+        assert_eq!(spec.body_limit.unwrap_or(ccare_server::BODY_LIMIT), limit);
+        let big = vec![b' '; limit + 1];
         let path = sample_path(&spec.path);
         let methods: Vec<RouteMethod> = spec.methods.keys().copied().collect();
         for &method in &methods {
