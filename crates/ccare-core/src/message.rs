@@ -234,6 +234,10 @@ pub struct ImageBlock {
     /// Whether the bytes were moved out of the log.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub offloaded: bool,
+    /// How closely the model looks at it (`auto`, `low`, `high`: OpenAI's
+    /// `image_url.detail`), sent where the provider takes it; `None`: its default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
     /// Fields this version does not know.
     #[serde(flatten)]
     pub extra: Extra,

@@ -148,6 +148,7 @@ mod tests {
             data: Some("iVBORw0KGgo=".into()),
             uri: None,
             offloaded: false,
+            detail: None,
             extra: ccare_core::Extra::new(),
         })
     }

@@ -259,6 +259,7 @@ mod tests {
                 data: None,
                 uri: Some(format!("file:///{seq}.png")),
                 offloaded: false,
+                detail: None,
                 extra: ccare_core::Extra::new(),
             }));
         }

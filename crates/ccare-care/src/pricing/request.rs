@@ -162,6 +162,7 @@ fn image_ref(image: &ImageBlock) -> ContentBlock {
         data: None,
         uri: image.uri.clone(),
         offloaded: false,
+        detail: image.detail.clone(),
         extra: ccare_core::Extra::new(),
     })
 }

@@ -77,6 +77,7 @@ fn image(name: &str) -> ImageBlock {
         data: Some(format!("iVBORw0KGgo{name}")),
         uri: None,
         offloaded: false,
+        detail: None,
         extra: Extra::new(),
     }
 }

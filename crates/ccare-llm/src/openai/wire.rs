@@ -281,7 +281,10 @@ fn image_part(image: &ImageBlock) -> Value {
         (None, Some(uri)) => uri.clone(),
         (None, None) => String::new(),
     };
-    json!({"type": "image_url", "image_url": {"url": url}})
+    match &image.detail {
+        Some(detail) => json!({"type": "image_url", "image_url": {"url": url, "detail": detail}}),
+        None => json!({"type": "image_url", "image_url": {"url": url}}),
+    }
 }
 
 /// One assistant wire message. Reasoning that is opaque, or not echoed on this route, is

@@ -44,6 +44,7 @@ fn leaf_block() -> impl Strategy<Value = ContentBlock> {
             data: None,
             uri: Some("file:///x.png".into()),
             offloaded: true,
+            detail: None,
             extra: ccare_core::Extra::new(),
         })),
         (any_text(), any::<i32>()).prop_map(|(kind, depth)| {

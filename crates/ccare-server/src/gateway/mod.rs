@@ -27,6 +27,7 @@ mod answer;
 mod find;
 mod follow;
 mod owner;
+mod parts;
 pub mod refusal;
 mod view;
 pub mod wire;
@@ -214,6 +215,7 @@ fn client_tools(body: &ChatRequest) -> Result<Vec<ccare_llm::ToolSpec>, RouteRep
 /// `ToolResults`; a 400 `TOOL_RESULTS_MISMATCH` naming the call otherwise.
 fn tool_results(
     new: &[wire::ChatMessage],
+    seen: usize,
     awaiting: &[String],
 ) -> Result<Vec<CallerResult>, RouteReply> {
     let mut results = Vec::with_capacity(new.len());
@@ -248,7 +250,12 @@ fn tool_results(
                 format!("messages: the call {call_id:?} is answered twice"),
             ));
         }
-        results.push(CallerResult::text(call_id, message.text()));
+        let content = parts::blocks(message, seen + index).map_err(refusal::bad_transcript)?;
+        results.push(CallerResult {
+            call_id,
+            content,
+            is_error: false,
+        });
     }
     let missing: Vec<&String> = awaiting
         .iter()
@@ -266,10 +273,11 @@ fn tool_results(
     Ok(results)
 }
 
-/// The message the session is given: one text block per new client message (system
-/// messages and assistant messages the client wrote itself included), or a 400 naming
-/// what cannot be entered yet.
-fn new_message(new: &[wire::ChatMessage]) -> Result<ccare_core::Message, RouteReply> {
+/// The message the session is given: the blocks of each new client message (system
+/// messages and assistant messages the client wrote itself included; a user message's
+/// images as images), the first of them the `seen`-th of the request's messages, or a
+/// 400 naming what cannot be entered yet.
+fn new_message(new: &[wire::ChatMessage], seen: usize) -> Result<ccare_core::Message, RouteReply> {
     if new.is_empty() {
         return Err(refusal::bad_transcript(
             "the messages add nothing the session has not answered: the last message must be a new user message",
@@ -285,7 +293,7 @@ fn new_message(new: &[wire::ChatMessage]) -> Result<ccare_core::Message, RouteRe
     }
     let mut blocks = Vec::with_capacity(new.len());
     let mut users = 0_usize;
-    for message in new {
+    for (index, message) in new.iter().enumerate() {
         match message.role.as_str() {
             "user" => users += 1,
             "system" | "developer" => {}
@@ -319,19 +327,18 @@ fn new_message(new: &[wire::ChatMessage]) -> Result<ccare_core::Message, RouteRe
                 )));
             }
         }
-        if message.has_non_text_part() {
-            return Err(refusal::bad_transcript(
-                "messages: only text content parts are supported yet",
-            ));
-        }
-        let text = message.text();
-        if text.trim().is_empty() {
+        let content = parts::blocks(message, seen + index).map_err(refusal::bad_transcript)?;
+        let empty = content.iter().all(|block| match block {
+            ContentBlock::Text(text) => text.text.trim().is_empty(),
+            _ => false,
+        });
+        if empty {
             return Err(refusal::bad_transcript(format!(
                 "messages: the new {} message is empty",
                 message.role
             )));
         }
-        blocks.push(ContentBlock::text(text));
+        blocks.extend(content);
     }
     if users == 0 {
         return Err(refusal::bad_transcript(
@@ -387,12 +394,12 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
         None => reply,
     };
     let input = if awaiting.is_empty() {
-        match new_message(new) {
+        match new_message(new, seen) {
             Ok(message) => Input::Message(message),
             Err(reply) => return named(reply, &found),
         }
     } else {
-        match tool_results(new, &awaiting) {
+        match tool_results(new, seen, &awaiting) {
             Ok(results) => Input::Results(results),
             Err(reply) => return named(reply, &found),
         }

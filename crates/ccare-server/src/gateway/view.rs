@@ -88,7 +88,7 @@ pub(crate) fn chain(messages: &[ChatMessage]) -> Vec<String> {
     let mut hashes: Vec<String> = Vec::with_capacity(messages.len());
     for message in messages {
         let previous = hashes.last().map(String::as_str).unwrap_or("");
-        let mut text = message.text();
+        let mut text = super::parts::hashed_parts(message).unwrap_or_else(|| message.text());
         if let Some(call) = &message.tool_call_id {
             text.push_str("\u{0}call:");
             text.push_str(call);

@@ -309,16 +309,30 @@ pub enum ChatContent {
 /// One content part.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 pub struct ContentPart {
-    /// `text`, `image_url`, …
+    /// `text` or `image_url` (others are refused naming the part).
     #[serde(rename = "type")]
     pub kind: String,
     /// The text of a `text` part.
     #[serde(default)]
     pub text: Option<String>,
+    /// The image of an `image_url` part.
+    #[serde(default)]
+    pub image_url: Option<ImageUrl>,
+}
+
+/// An `image_url` part's image.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+pub struct ImageUrl {
+    /// `data:image/<type>;base64,<data>`, or an `http(s)` URL the upstream fetches.
+    pub url: String,
+    /// `auto`, `low` or `high`.
+    #[serde(default)]
+    pub detail: Option<String>,
 }
 
 impl ChatMessage {
-    /// The message's text: the string, or its text parts joined.
+    /// The message's text: the string, or its text parts joined (its images are
+    /// read by `parts`).
     pub fn text(&self) -> String {
         match &self.content {
             None => String::new(),
@@ -340,11 +354,6 @@ impl ChatMessage {
             serde_json::Value::Array(calls) => !calls.is_empty(),
             _ => true,
         })
-    }
-
-    /// Whether any part is not text (images and files land later).
-    pub fn has_non_text_part(&self) -> bool {
-        matches!(&self.content, Some(ChatContent::Parts(parts)) if parts.iter().any(|part| part.kind != "text"))
     }
 }
 

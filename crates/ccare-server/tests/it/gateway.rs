@@ -325,6 +325,207 @@ async fn gw_1_a_transcript_over_the_apis_1_mib_is_taken_up_to_max_request_mib() 
     assert_eq!(response.status().as_u16(), 413);
 }
 
+/// The eight bytes of a PNG signature, base64.
+const PNG: &str = "iVBORw0KGgo=";
+
+/// A user message with text, an inline PNG and a web image at low detail.
+fn user_with_images(photo: &str) -> Value {
+    json!({"role": "user", "content": [
+        {"type": "text", "text": "What is in these?"},
+        {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}},
+        {"type": "text", "text": " Compare them."},
+        {"type": "image_url", "image_url": {"url": photo, "detail": "low"}},
+    ]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_3_image_parts_go_upstream_are_stored_and_the_session_continues() {
+    // Vision clients send images as image_url parts, inline or by URL; they reach the
+    // upstream in place and in order, are stored as image blocks, and a request that
+    // resends them continues the session. Another image in their place forks it.
+    let rig = Rig::start().await;
+    for text in ["A signature and a cat.", "The cat.", "A dog."] {
+        rig.fake.push(Reply::text(text));
+    }
+    let photo = "https://example.com/pets/cat.JPG?size=small";
+    let mut history = json!([{"role": "system", "content": "be brief"}, user_with_images(photo)]);
+    let first = chat(&rig, &json!({"model": "fake/model", "messages": history})).await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = session_of(&first);
+    let upstream = &rig.fake.requests()[0];
+    let messages = upstream.body["messages"].as_array().unwrap();
+    // The client's message (the context-care note follows it, on this request only).
+    let with_images: Vec<&Value> = messages
+        .iter()
+        .filter(|message| message["content"].is_array())
+        .collect();
+    assert_eq!(with_images.len(), 1, "{messages:?}");
+    assert_eq!(with_images[0]["role"], "user");
+    assert_eq!(
+        with_images[0]["content"],
+        json!([
+            {"type": "text", "text": "be brief"},
+            {"type": "text", "text": "What is in these?"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}},
+            {"type": "text", "text": " Compare them."},
+            {"type": "image_url", "image_url": {"url": photo, "detail": "low"}},
+        ])
+    );
+    let stored = export(&rig, &session).await;
+    assert!(
+        stored.contains(&format!(
+            r#"{{"type":"image","media_type":"image/png","data":"{PNG}"}}"#
+        )),
+        "{stored}"
+    );
+    assert!(
+        stored.contains(&format!(
+            r#"{{"type":"image","media_type":"image/jpeg","uri":"{photo}","detail":"low"}}"#
+        )),
+        "{stored}"
+    );
+    // The client resends the images with the answer and a new question: same session,
+    // and the images are still in the first user message upstream.
+    let list = history.as_array_mut().unwrap();
+    list.push(json!({"role": "assistant", "content": "A signature and a cat."}));
+    list.push(json!({"role": "user", "content": "Which is alive?"}));
+    let second = chat(&rig, &json!({"model": "fake/model", "messages": history})).await;
+    assert_eq!(second.status().as_u16(), 200);
+    assert_eq!(session_of(&second), session);
+    let upstream = rig.fake.requests()[1].body["messages"].to_string();
+    assert_eq!(
+        upstream.matches(r#""type":"image_url""#).count(),
+        2,
+        "{upstream}"
+    );
+    assert!(upstream.contains("Which is alive?"), "{upstream}");
+    // Another photo in the first message is another conversation from there on.
+    let other = json!([
+        {"role": "system", "content": "be brief"},
+        user_with_images("https://example.com/pets/dog.webp"),
+        {"role": "assistant", "content": "A signature and a cat."},
+        {"role": "user", "content": "Which is alive?"},
+    ]);
+    let third = chat(&rig, &json!({"model": "fake/model", "messages": other})).await;
+    assert_eq!(third.status().as_u16(), 200);
+    assert_ne!(session_of(&third), session);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_an_image_an_upstream_would_refuse_is_400_and_nothing_is_stored() {
+    let rig = Rig::start().await;
+    let image = |url: &str| json!({"type": "image_url", "image_url": {"url": url}});
+    for (content, role, message) in [
+        (
+            json!([{"type": "text", "text": "see"}, image("data:image/png;base64,not base64!")]),
+            "user",
+            "messages[1].content[1]: the image data is not valid base64: Invalid symbol 32, offset 3.",
+        ),
+        (
+            json!([image("data:text/plain;base64,aGk=")]),
+            "user",
+            "messages[1].content[0]: a data URL of type \"text/plain\" is not an image",
+        ),
+        (
+            json!([image("data:image/png,rawbytes")]),
+            "user",
+            "messages[1].content[0]: an image data URL must be base64: data:image/<type>;base64,<data>",
+        ),
+        (
+            json!([image("ftp://example.com/a.png")]),
+            "user",
+            "messages[1].content[0]: image_url.url must be a data: URL or an http(s) URL",
+        ),
+        (
+            json!([{"type": "image_url", "image_url": {"url": "https://example.com/a.png", "detail": "ultra"}}]),
+            "user",
+            "messages[1].content[0]: image_url.detail must be \"auto\", \"low\" or \"high\", found \"ultra\"",
+        ),
+        (
+            json!([{"type": "image_url"}]),
+            "user",
+            "messages[1].content[0]: an image_url part needs image_url.url",
+        ),
+        (
+            json!([{"type": "text", "text": "hear"}, {"type": "input_audio", "input_audio": {"data": "aGk=", "format": "wav"}}]),
+            "user",
+            "messages[1].content[1]: a part of type \"input_audio\" is not supported; send text and image_url parts",
+        ),
+        (
+            json!([image("https://example.com/a.png")]),
+            "system",
+            "messages[1]: a \"system\" message cannot hold images; only user and tool messages can",
+        ),
+    ] {
+        let mut messages = vec![
+            json!({"role": "system", "content": "s"}),
+            json!({"role": role, "content": content}),
+        ];
+        if role != "user" {
+            messages.push(json!({"role": "user", "content": "hi"}));
+        }
+        let response = chat(&rig, &json!({"model": "fake/model", "messages": messages})).await;
+        assert_eq!(response.status().as_u16(), 400, "{message}");
+        assert_eq!(response.headers()["x-should-retry"], "false");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["error"]["message"], message);
+        assert_eq!(body["error"]["code"], "BAD_TRANSCRIPT");
+    }
+    assert!(rig.fake.requests().is_empty());
+    let sessions: Value = rig.get("/api/sessions").await.json().await.unwrap();
+    assert_eq!(sessions["sessions"], json!([]), "no session was created");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_4_a_tool_result_with_an_image_reaches_the_model() {
+    // A client tool that returns a screenshot: OpenAI's wire has no image in a tool
+    // message, so the image follows it upstream as a user message.
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(0, Some("call_s"), Some("lookup"), "{\"word\":\"logo\"}")
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::text("It is round."));
+    let mut history = conversation("s", "show me the logo");
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": lookup_tool()}),
+    )
+    .await;
+    let answer: Value = first.json().await.unwrap();
+    let list = history.as_array_mut().unwrap();
+    list.push(answer["choices"][0]["message"].clone());
+    list.push(
+        json!({"role": "tool", "tool_call_id": "call_s", "content": [
+            {"type": "text", "text": "the logo:"},
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}},
+        ]}),
+    );
+    let second = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": lookup_tool()}),
+    )
+    .await;
+    assert_eq!(second.status().as_u16(), 200);
+    let messages = rig.fake.requests()[1].body["messages"].clone();
+    let messages = messages.as_array().unwrap();
+    let at = messages
+        .iter()
+        .position(|message| message["role"] == "tool")
+        .unwrap();
+    assert_eq!(
+        messages[at],
+        json!({"role": "tool", "tool_call_id": "call_s", "content": "the logo:"})
+    );
+    assert_eq!(
+        messages[at + 1],
+        json!({"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{PNG}")}}
+        ]})
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_2_a_request_extending_the_conversation_continues_its_session() {
     let rig = Rig::start().await;

@@ -43,6 +43,7 @@ fn user(index: u64) -> EventDraft {
             data: Some("AA==".into()),
             uri: None,
             offloaded: false,
+            detail: None,
             extra: Extra::new(),
         }));
     }
