@@ -2,8 +2,10 @@
 //! GW-6), with their schemas for the OpenAPI document.
 //!
 //! Requests are read leniently: OpenAI clients send many fields the gateway does not
-//! use yet (`logprobs`, …) and an SDK upgrade must not turn them into 400s, so unknown
-//! fields are ignored rather than refused. The sampling fields the upstream request
+//! use (`store`, `metadata`, …) and an SDK upgrade must not turn them into 400s, so
+//! unknown fields are ignored rather than refused. A field whose answer the client
+//! would miss is refused instead: `logprobs: true`, the older `functions` and
+//! `function_call`. The sampling fields the upstream request
 //! carries (`temperature`, the output limit, `reasoning_effort`) are passed on, and so
 //! are [`ChatRequest::passed_fields`] (`stop`, `seed`, `response_format`, the checked
 //! `tool_choice`, ...).
@@ -76,6 +78,17 @@ pub struct ChatRequest {
     /// `tool_choice`, not an unreadable body.
     #[serde(default)]
     pub tool_choice: Option<serde_json::Value>,
+    /// Log probabilities: `true` is refused (the gateway does not return them yet),
+    /// rather than answered without them.
+    #[serde(default)]
+    pub logprobs: Option<bool>,
+    /// The function declarations of OpenAI's older function calling: refused (the
+    /// model would not see them), `tools` replace them.
+    #[serde(default)]
+    pub functions: Option<serde_json::Value>,
+    /// The older function calling's choice: refused with `functions`.
+    #[serde(default)]
+    pub function_call: Option<serde_json::Value>,
 }
 
 /// `tool_choice` as the gateway takes it.
@@ -220,6 +233,24 @@ impl ChatRequest {
     /// What is wrong with the sampling fields or `tool_choice`, naming the field;
     /// `None`: nothing.
     pub fn fields_problem(&self) -> Option<String> {
+        if self.logprobs == Some(true) {
+            return Some(
+                "logprobs: the gateway does not return log probabilities; leave it out or send false"
+                    .to_owned(),
+            );
+        }
+        let legacy = [
+            ("functions", &self.functions),
+            ("function_call", &self.function_call),
+        ];
+        if let Some((field, _)) = legacy
+            .iter()
+            .find(|(_, value)| value.as_ref().is_some_and(|value| !value.is_null()))
+        {
+            return Some(format!(
+                "{field}: the older function-calling fields are not taken; declare the functions in tools (and choose with tool_choice)"
+            ));
+        }
         if self.n.is_some_and(|n| n != 1) {
             return Some(
                 "n: the gateway answers with one choice; send n = 1 or leave it out".to_owned(),

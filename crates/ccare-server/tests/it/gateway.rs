@@ -171,6 +171,7 @@ async fn gw_1_sampling_fields_go_upstream_and_fall_back_when_left_out() {
             "reasoning_effort": "low", "n": 1, "stop": ["END"], "seed": 7, "top_p": 0.5,
             "frequency_penalty": 0.25, "presence_penalty": 0.5,
             "response_format": {"type": "json_object"}, "parallel_tool_calls": false,
+            "logprobs": false, "functions": null,
         }),
         None,
         "",
@@ -243,6 +244,18 @@ async fn gw_6_sampling_fields_out_of_range_are_400_not_retried() {
         (
             json!({"n": 2}),
             "n: the gateway answers with one choice; send n = 1 or leave it out",
+        ),
+        (
+            json!({"logprobs": true, "top_logprobs": 2}),
+            "logprobs: the gateway does not return log probabilities; leave it out or send false",
+        ),
+        (
+            json!({"functions": [{"name": "lookup", "parameters": {"type": "object"}}]}),
+            "functions: the older function-calling fields are not taken; declare the functions in tools (and choose with tool_choice)",
+        ),
+        (
+            json!({"function_call": "auto"}),
+            "function_call: the older function-calling fields are not taken; declare the functions in tools (and choose with tool_choice)",
         ),
     ] {
         let mut body = json!({"model": "fake/model", "messages": conversation("s", "hi")});
