@@ -509,6 +509,11 @@ pub struct RouteSpec {
     /// H-HTTP-1). The gateway's chat route takes more: a client sends its whole
     /// transcript on every request, and a long session's passes 1 MiB.
     pub body_limit: Option<usize>,
+    /// How the server's own refusals of a request for this route (the fence, 401,
+    /// 405, 413, 415: `{error, message}` replies) are rewritten before they go out;
+    /// `None`: as they are. The gateway's routes answer in OpenAI's error shape (GW-6),
+    /// so a client's SDK reads them as it reads the gateway's own.
+    pub refusals: Option<fn(RouteReply) -> RouteReply>,
     /// What answers.
     pub handler: Arc<dyn RouteHandler>,
 }
@@ -521,6 +526,7 @@ impl fmt::Debug for RouteSpec {
             .field("auth", &self.auth)
             .field("client_keys", &self.client_keys)
             .field("body_limit", &self.body_limit)
+            .field("refusals", &self.refusals.is_some())
             .field("methods", &self.methods.keys().collect::<Vec<_>>())
             .finish_non_exhaustive()
     }
@@ -535,8 +541,16 @@ impl RouteSpec {
             methods: BTreeMap::new(),
             client_keys: false,
             body_limit: None,
+            refusals: None,
             handler,
         }
+    }
+
+    /// Rewrites the server's own refusals of this route's requests with `reshape`
+    /// ([`RouteSpec::refusals`]).
+    pub fn refusals(mut self, reshape: fn(RouteReply) -> RouteReply) -> Self {
+        self.refusals = Some(reshape);
+        self
     }
 
     /// Reads bodies of up to `bytes` instead of the server's limit (a larger body is

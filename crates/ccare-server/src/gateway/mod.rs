@@ -117,6 +117,11 @@ pub fn register(routes: &Routes, context: &ServerContext) -> Result<(), RouteErr
     // A client sends its whole transcript every time: `[gateway] max_request_mib`,
     // not the API's 1 MiB.
     let chat = chat.body_limit(context.booted.gateway.max_request_bytes);
+    // The server's own refusals (401, 413, ...) in OpenAI's shape too (GW-6).
+    let (models, chat) = (
+        models.refusals(refusal::from_api),
+        chat.refusals(refusal::from_api),
+    );
     routes.register(crate::api::OWNER, models)?;
     routes.register(crate::api::OWNER, chat)?;
     Ok(())

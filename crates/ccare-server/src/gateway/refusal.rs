@@ -67,8 +67,9 @@ pub fn bad_transcript(message: impl Into<String>) -> RouteReply {
     refuse(400, BAD_TRANSCRIPT, message)
 }
 
-/// An [`ccare_agent::routes::RouteReply::error`] from the kernel or the sessions API
-/// (`{error, message}`) in OpenAI's shape, status and code kept.
+/// An [`ccare_agent::routes::RouteReply::error`] from the kernel, the sessions API or
+/// the server's request pipeline (`{error, message}`) in OpenAI's shape, status, code
+/// and headers kept; a 4xx gets `x-should-retry: false`.
 pub fn from_api(reply: RouteReply) -> RouteReply {
     #[derive(serde::Deserialize)]
     struct Plain {
@@ -85,11 +86,14 @@ pub fn from_api(reply: RouteReply) -> RouteReply {
         return reply;
     };
     let message = plain.message.unwrap_or_else(|| plain.error.clone());
-    if (400..500).contains(&status) {
+    let mut shaped = if (400..500).contains(&status) {
         refuse(status, &plain.error, message)
     } else {
         error(status, &plain.error, message)
-    }
+    };
+    // Its headers (`Allow`, `WWW-Authenticate`, ...) stay.
+    shaped.headers.extend(reply.headers);
+    shaped
 }
 
 /// The reply to a turn that failed on a provider call or a request gate: a local

@@ -165,12 +165,27 @@ impl Pipeline {
         let (parts, body) = request.into_parts();
         let (method, matched, caller) = match self.check(&parts) {
             Ok(found) => found,
-            Err(reply) => return (reply, false),
+            Err(reply) => {
+                // The route's own shape for the server's refusals, where it has one.
+                let reshape = self
+                    .table
+                    .find(parts.uri.path())
+                    .and_then(|matched| matched.entry.spec.refusals);
+                let reply = match reshape {
+                    Some(reshape) => reshape(reply),
+                    None => reply,
+                };
+                return (reply, false);
+            }
+        };
+        let reshape = |reply: RouteReply| match matched.entry.spec.refusals {
+            Some(reshape) => reshape(reply),
+            None => reply,
         };
         let limit = matched.entry.spec.body_limit.unwrap_or(BODY_LIMIT);
         let bytes = match read_body(&parts.headers, body, limit).await {
             Ok(bytes) => bytes,
-            Err(reply) => return (reply, false),
+            Err(reply) => return (reshape(reply), false),
         };
         if method.is_unsafe() && !bytes.is_empty() && !is_json(&parts.headers) {
             let reply = RouteReply::error(
@@ -178,7 +193,7 @@ impl Pipeline {
                 "json-required",
                 "a request body must be sent as application/json",
             );
-            return (reply, true);
+            return (reshape(reply), true);
         }
         (
             self.handle(&parts, method, matched, caller, bytes).await,

@@ -324,11 +324,16 @@ async fn gw_1_a_transcript_over_the_apis_1_mib_is_taken_up_to_max_request_mib() 
     )
     .await;
     assert_eq!(response.status().as_u16(), 413);
+    // In OpenAI's error shape, like the gateway's own refusals (GW-6).
+    assert_eq!(response.headers()["x-should-retry"], "false");
     let body: Value = response.json().await.unwrap();
-    assert_eq!(body["error"], "request-too-large");
     assert_eq!(
-        body["message"],
-        format!("the request body is over {} bytes", 2 * 1024 * 1024)
+        body,
+        json!({"error": {
+            "message": format!("the request body is over {} bytes", 2 * 1024 * 1024),
+            "type": "invalid_request_error",
+            "code": "request-too-large",
+        }})
     );
     assert_eq!(rig.fake.requests().len(), 1);
     // The API keeps its 1 MiB.

@@ -79,6 +79,30 @@ fn assert_headers(response: &reqwest::Response, what: &str) {
 
 async fn refused(response: reqwest::Response, what: &str) -> (u16, String) {
     assert_headers(&response, what);
+    if what.contains(" /v1/") {
+        // The gateway's routes refuse in OpenAI's shape, not retried (GW-6).
+        assert_eq!(
+            response
+                .headers()
+                .get("x-should-retry")
+                .map(|value| value.as_bytes()),
+            Some(&b"false"[..]),
+            "{what}"
+        );
+        let status = response.status().as_u16();
+        let body: serde_json::Value = response.json().await.unwrap();
+        let error = body["error"]
+            .as_object()
+            .unwrap_or_else(|| panic!("{what}: {body}"));
+        assert!(
+            error["message"].is_string() && error["type"].is_string(),
+            "{what}: {body}"
+        );
+        return (
+            status,
+            error["code"].as_str().unwrap_or_default().to_owned(),
+        );
+    }
     let (status, code, _) = error_of(response).await;
     (status, code)
 }

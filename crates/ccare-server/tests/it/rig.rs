@@ -281,6 +281,12 @@ pub async fn ok_json<T: DeserializeOwned>(response: reqwest::Response) -> T {
 /// The `{error, message}` of a response, with its status.
 pub async fn error_of(response: reqwest::Response) -> (u16, String, String) {
     let status = response.status().as_u16();
-    let body: ccare_agent::routes::ErrorBody = response.json().await.unwrap();
+    let body: serde_json::Value = response.json().await.unwrap();
+    // The gateway's routes answer in OpenAI's shape, `{error: {message, type, code}}`.
+    if let Some(error) = body["error"].as_object() {
+        let field = |key: &str| error[key].as_str().unwrap_or_default().to_owned();
+        return (status, field("code"), field("message"));
+    }
+    let body: ccare_agent::routes::ErrorBody = serde_json::from_value(body).unwrap();
     (status, body.error, body.message.unwrap_or_default())
 }
