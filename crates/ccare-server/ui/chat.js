@@ -26,6 +26,35 @@ function textOf(content) {
     .join("");
 }
 
+/**
+ * The images among a message's blocks, or null when it has none: an inline image is
+ * drawn (a data: URL, which the page's CSP allows), one by address is named, never
+ * fetched (the page loads nothing from elsewhere).
+ */
+function attachments(content) {
+  const images = (Array.isArray(content) ? content : []).filter(
+    (block) => block && block.type === "image",
+  );
+  if (images.length === 0) {
+    return null;
+  }
+  const list = el("div", "attachments");
+  for (const image of images) {
+    const mediaType = typeof image.media_type === "string" ? image.media_type : "";
+    if (typeof image.data === "string" && mediaType.startsWith("image/")) {
+      const drawn = el("img", "attachment");
+      drawn.alt = texts.image;
+      drawn.src = `data:${mediaType};base64,${image.data}`;
+      list.append(drawn);
+    } else if (typeof image.uri === "string") {
+      list.append(el("div", "attachment-ref", texts.imageAt(image.uri)));
+    } else {
+      list.append(el("div", "attachment-ref", texts.image));
+    }
+  }
+  return list;
+}
+
 /** A compact one-line form of tool arguments. */
 function shortArgs(value) {
   let text;
@@ -229,6 +258,10 @@ export class Conversation {
     if (source.kind === "user") {
       item = el("li", "message user");
       item.append(el("div", "who", texts.you), el("div", "text", text));
+      const images = attachments(message.content);
+      if (images) {
+        item.append(images);
+      }
     } else if (source.kind === "compact-checkpoint") {
       item = el("li", "row checkpoint");
       const details = el("details");

@@ -737,3 +737,59 @@ async fn ui_layout_at_phone_width_and_in_dark_mode_nothing_overflows() {
     client.close().await.unwrap();
     drop(driver);
 }
+
+/// A 1×1 PNG, base64.
+const DOT_PNG: &str =
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn ui_a_users_inline_image_is_drawn_and_a_web_image_named_not_fetched() {
+    // A vision client's images (through the gateway) are part of the user's message
+    // in the chat: the inline one drawn, the one by address only named (the page
+    // fetches nothing from elsewhere; its CSP allows data: images only).
+    let Some((chromium, chromedriver)) = browser_programs() else {
+        return;
+    };
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("A dot."));
+    let response = rig
+        .post_json(
+            "/v1/chat/completions",
+            &json!({"model": "fake/model", "messages": [{"role": "user", "content": [
+                {"type": "text", "text": "What is this?"},
+                {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{DOT_PNG}")}},
+                {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}},
+            ]}]}),
+        )
+        .await;
+    assert_eq!(response.status().as_u16(), 200);
+    let id = response.headers()["x-ccare-session"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let driver = start_driver(&chromedriver).await;
+    let client = browser(&driver, &chromium).await;
+    open_in_english(&client, &rig, &id).await;
+    until_text(&client, ".message.user .text", "What is this?").await;
+    let width = eventually("the inline image drawn", || async {
+        client
+            .execute(
+                "const image = document.querySelector('.message.user img.attachment'); return image && image.complete ? image.naturalWidth : null",
+                vec![],
+            )
+            .await
+            .ok()?
+            .as_u64()
+    })
+    .await;
+    assert_eq!(width, 1, "the PNG decoded");
+    assert_eq!(count_of(&client, ".message.user img.attachment").await, 1);
+    until_text(
+        &client,
+        ".message.user .attachment-ref",
+        "Image: https://example.com/cat.png",
+    )
+    .await;
+    screenshot(&client, "ui_user_images.png").await;
+    client.close().await.unwrap();
+}
