@@ -437,6 +437,7 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
         }
     };
     let session = handle.session().id().as_str().to_owned();
+    let hidden = hidden_for(&body, &handle.agent().host().tool_names());
     let command = match input {
         Input::Results(results) => Command::ToolResults(results),
         Input::Message(message) if tools.is_empty() => Command::UserInput {
@@ -446,12 +447,7 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
         Input::Message(message) => {
             // The kernel's message declaring the tools (names checked against the
             // host tools a gateway session offers), with the client's blocks.
-            match crate::api::commands::message_with_tools(
-                &handle,
-                String::new(),
-                tools,
-                &hidden_tools(),
-            ) {
+            match crate::api::commands::message_with_tools(&handle, String::new(), tools, &hidden) {
                 Ok(mut declared) => {
                     declared.content = message.content;
                     Command::UserInput {
@@ -474,7 +470,7 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
         care: context.booted.care.clone(),
     };
     let credential = owner.credential().cloned();
-    let reply = run(handle, &body, model, credential, command, recording).await;
+    let reply = run(handle, &body, hidden, model, credential, command, recording).await;
     reply.with_header(SESSION_HEADER, session)
 }
 
@@ -500,12 +496,37 @@ async fn idle_soon(handle: &ccare_app::AgentHandle) -> bool {
 /// The host tools a gateway session neither offers upstream nor runs (GW-4): the
 /// workspace tools, which would act on the server's folder, not the client's. The
 /// gateway owns the rest (`context_status`, `context_rest`, `session_search`, the
-/// ledger); a client's tool may take one of these names.
+/// ledger); a client's tool may take one of these names, and a client's tool named
+/// like a gateway-owned one shadows it ([`hidden_for`]).
 fn hidden_tools() -> BTreeSet<String> {
     ccare_agent::tools::WORKSPACE_TOOLS
         .iter()
         .map(|name| (*name).to_owned())
         .collect()
+}
+
+/// The host tools hidden for `body`'s request, of the host tools `host_tools`: the
+/// workspace tools ([`hidden_tools`]); a gateway-owned tool the client declared a tool
+/// of the same name for, which the client's shadows for the request (a finance
+/// agent's `ledger` is its own, and refusing the name would break the client); and
+/// with `tool_choice: required`, every host tool, since `required` means one of the
+/// client's tools: the model cannot then be forced to call a gateway-owned one step
+/// after step, and the answer goes back to the client with its calls.
+fn hidden_for(body: &ChatRequest, host_tools: &[String]) -> BTreeSet<String> {
+    let mut hidden = hidden_tools();
+    if matches!(body.tool_choice(), Ok(Some(wire::ToolChoice::Required))) {
+        hidden.extend(host_tools.iter().cloned());
+        return hidden;
+    }
+    hidden.extend(
+        body.tools
+            .iter()
+            .flatten()
+            .map(|tool| &tool.function.name)
+            .filter(|name| host_tools.contains(name))
+            .cloned(),
+    );
+    hidden
 }
 
 /// The origin field of a session's metadata.
@@ -535,6 +556,7 @@ enum Input {
 async fn run(
     handle: ccare_app::AgentHandle,
     body: &ChatRequest,
+    hidden: BTreeSet<String>,
     model: String,
     credential: Option<ccare_llm::ApiCredential>,
     command: Command,
@@ -553,15 +575,7 @@ async fn run(
     let mut wanted = current.clone();
     wanted.model = model;
     wanted.credential = credential;
-    wanted.hidden_tools = hidden_tools();
-    if matches!(body.tool_choice(), Ok(Some(wire::ToolChoice::Required))) {
-        // `required` means one of the client's tools: the gateway-owned ones are left
-        // out of this request, so the model cannot be forced to call them step after
-        // step, and the answer goes back to the client with its calls.
-        wanted
-            .hidden_tools
-            .extend(handle.agent().host().tool_names());
-    }
+    wanted.hidden_tools = hidden;
     // The client's sampling fields for this request; those it leaves out fall back to
     // the route's defaults, not to what an earlier request asked for.
     wanted.temperature = body.temperature;

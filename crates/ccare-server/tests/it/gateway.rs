@@ -1103,6 +1103,71 @@ async fn gw_4_a_client_tool_may_share_a_name_with_the_servers_file_tools() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_4_a_client_tool_named_like_a_gateway_owned_one_shadows_it() {
+    // A finance agent's own `ledger`: offered once, the client's, and its calls go back
+    // to the client; refusing the name would break the client. Even a results request
+    // that leaves the tools out keeps the open turn's `ledger` the client's.
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(0, Some("call_l"), Some("ledger"), "{\"account\":\"cash\"}")
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::text("Cash is 120."));
+    let ledger = json!([{"type": "function", "function": {
+        "name": "ledger",
+        "description": "Reads the user's accounts",
+        "parameters": {"type": "object", "properties": {"account": {"type": "string"}}},
+    }}]);
+    let mut history = conversation("be brief", "how much cash?");
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": ledger}),
+    )
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = session_of(&first);
+    let answer: Value = first.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["tool_calls"],
+        json!([{"id": "call_l", "type": "function", "function": {"name": "ledger", "arguments": "{\"account\":\"cash\"}"}}])
+    );
+    let list = history.as_array_mut().unwrap();
+    list.push(answer["choices"][0]["message"].clone());
+    list.push(json!({"role": "tool", "tool_call_id": "call_l", "content": "cash: 120"}));
+    let second = chat(&rig, &json!({"model": "fake/model", "messages": history})).await;
+    assert_eq!(second.status().as_u16(), 200);
+    assert_eq!(session_of(&second), session);
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        assert_eq!(
+            tool_names(request),
+            ["session_search", "context_status", "context_rest", "ledger"]
+        );
+        assert_eq!(
+            request.body["tools"][3]["function"]["description"],
+            "Reads the user's accounts"
+        );
+        assert_eq!(
+            tools_line(request),
+            "Your tools: session_search, context_status, context_rest."
+        );
+    }
+    let exported = export(&rig, &session).await;
+    assert_eq!(
+        exported.matches(r#""executor":"caller""#).count(),
+        1,
+        "{exported}"
+    );
+    assert!(
+        requests[1].body["messages"]
+            .to_string()
+            .contains("cash: 120")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_4_the_servers_file_tools_are_neither_offered_nor_run() {
     // A model that calls a workspace tool anyway (from memory of another session, say)
     // gets TOOL_NOT_FOUND and the server's folder is untouched.
