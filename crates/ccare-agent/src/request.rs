@@ -72,22 +72,18 @@ pub(crate) fn build_call(agent: &Agent) -> CallConfig {
     // The host's tools this agent offers, then the ones the open turn declared for the
     // caller (ACT-3).
     let caller_tools = crate::external::turn_tools(agent);
-    let mut hidden = options.hidden_tools;
-    if !caller_tools.is_empty() {
-        // A host tool the turn's caller declared a tool of the same name for (a hidden
-        // name, free when it was declared) stays hidden while the turn is open, even if
-        // a later request of the caller hides less: a name is offered once, the
-        // caller's.
-        let host_names = host.tool_names();
-        hidden.extend(
-            caller_tools
-                .iter()
-                .filter(|tool| host_names.contains(&tool.name))
-                .map(|tool| tool.name.clone()),
-        );
-    }
-    let system = host.system_prompt_hiding(&hidden, !caller_tools.is_empty());
     let mut tools = host.tools.read().specs();
+    let mut hidden = options.hidden_tools;
+    // A host tool the turn's caller declared a tool of the same name for (a hidden
+    // name, free when it was declared) stays hidden while the turn is open, even if a
+    // later request of the caller hides less: a name is offered once, the caller's.
+    hidden.extend(
+        caller_tools
+            .iter()
+            .filter(|caller| tools.iter().any(|tool| tool.name == caller.name))
+            .map(|caller| caller.name.clone()),
+    );
+    let system = host.system_prompt_hiding(&hidden, !caller_tools.is_empty());
     tools.retain(|tool| !hidden.contains(&tool.name));
     tools.extend(caller_tools);
     CallConfig {

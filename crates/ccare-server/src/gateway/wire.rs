@@ -197,7 +197,7 @@ impl ChatRequest {
                 .flatten()
                 .any(|tool| tool.function.name == name)
         };
-        match serde_json::from_value::<ToolChoiceWire>(value.clone()) {
+        match ToolChoiceWire::deserialize(value) {
             Ok(ToolChoiceWire::Mode(mode)) => match mode.as_str() {
                 "none" => Ok(Some(ToolChoice::None)),
                 "auto" => Ok(Some(ToolChoice::Auto)),
