@@ -55,6 +55,9 @@ for entry in "${benches[@]}"; do
     fi
 done
 
+# The throughput figures depend on the cores the benches shared with their own client
+# and fake upstream; say how many there were.
+echo "cores: $(nproc)"
 RAN="${ran[*]:-}" OUT="$out" perl -CSD -Mutf8 -e '
 use strict;
 use warnings;

@@ -45,6 +45,10 @@
 //!   turn, client view) against a fake that does nearly nothing: reported, not a
 //!   target any durable gateway can reach.
 //!
+//! Client, fake upstream and gateways run in this one process on the machine's cores:
+//! in the c=20 rows the gateway's CPU competes with theirs, so a gateway ratio rises
+//! with the cores the run has (the report prints how many).
+//!
 //! The temp homes follow `TMPDIR`: on a disk every durable commit waits for an fsync;
 //! `TMPDIR=/dev/shm` leaves only the CPU cost, which tells the two apart.
 //!
@@ -889,6 +893,10 @@ fn median(row: &str) -> Option<f64> {
 
 /// The issue 17 figures from this run's samples.
 fn report() {
+    // The burst rows are bound by the CPU the client, the fake upstream and the gateway
+    // share: a figure means little without the cores it was measured on.
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    println!("cores available to this run: {cores}");
     for (direct, rows, what) in [
         (
             "direct_first_byte",

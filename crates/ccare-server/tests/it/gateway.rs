@@ -842,12 +842,19 @@ async fn gw_2_a_regenerated_answer_forks_without_a_key() {
     );
 }
 
-fn weather_tool() -> Value {
+/// A client's tool list of one function in OpenAI's shape, taking one string argument
+/// `property`.
+fn function_tool(name: &str, description: &str, property: &str) -> Value {
     json!([{"type": "function", "function": {
-        "name": "get_weather",
-        "description": "The weather in a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "name": name,
+        "description": description,
+        "parameters": {"type": "object", "properties": {property: {"type": "string"}}},
     }}])
+}
+
+/// A client's `get_weather` tool.
+fn weather_tool() -> Value {
+    function_tool("get_weather", "The weather in a city", "city")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1034,11 +1041,7 @@ async fn gw_4_a_client_tool_may_share_a_name_with_the_servers_file_tools() {
             .finish("tool_calls"),
     ));
     rig.fake.push(Reply::text("It defines one function."));
-    let client_tools = json!([{"type": "function", "function": {
-        "name": "read_file",
-        "description": "Reads a file of the user's repository",
-        "parameters": {"type": "object", "properties": {"path": {"type": "string"}}},
-    }}]);
+    let client_tools = function_tool("read_file", "Reads a file of the user's repository", "path");
     let mut history = conversation("be brief", "what is in src/lib.rs?");
     let first = chat(
         &rig,
@@ -1114,11 +1117,7 @@ async fn gw_4_a_client_tool_named_like_a_gateway_owned_one_shadows_it() {
             .finish("tool_calls"),
     ));
     rig.fake.push(Reply::text("Cash is 120."));
-    let ledger = json!([{"type": "function", "function": {
-        "name": "ledger",
-        "description": "Reads the user's accounts",
-        "parameters": {"type": "object", "properties": {"account": {"type": "string"}}},
-    }}]);
+    let ledger = function_tool("ledger", "Reads the user's accounts", "account");
     let mut history = conversation("be brief", "how much cash?");
     let first = chat(
         &rig,
@@ -1218,11 +1217,7 @@ async fn gw_4_the_servers_file_tools_are_neither_offered_nor_run() {
 
 /// A client's `lookup` tool, in OpenAI's shape.
 fn lookup_tool() -> Value {
-    json!([{"type": "function", "function": {
-        "name": "lookup",
-        "description": "Looks a word up",
-        "parameters": {"type": "object", "properties": {"word": {"type": "string"}}},
-    }}])
+    function_tool("lookup", "Looks a word up", "word")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
