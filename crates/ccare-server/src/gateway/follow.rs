@@ -112,6 +112,8 @@ pub(crate) struct Recording {
     pub(crate) prior: Prior,
     /// Context care, whose journal names the maintenance operations.
     pub(crate) care: Option<ccare_care::ContextCare>,
+    /// The session held for this request, let go once the view is recorded.
+    pub(crate) admitted: Option<super::admission::Admitted>,
 }
 
 /// Follows the turn that the command sent after `stream` was opened starts, sending
@@ -303,6 +305,8 @@ pub(crate) async fn follow(
             tracing::warn!(%error, session = %handle.session().id().as_str(), "the gateway's client view was not recorded");
         }
     }
+    // The next request of the session finds the view this answer left.
+    drop(recording.admitted);
     maintenance.reported = false;
     maintenance
         .report(&handle, recording.care.as_ref(), after_seq, &items)

@@ -2,7 +2,8 @@
 //! `GET /v1/models` and `POST /v1/chat/completions` (streaming and not) for plain
 //! conversations, as routes in the host's route table (owner `server`).
 //!
-//! A request is mapped to a session (GW-2, `find`), only the messages the session has
+//! A request is mapped to a session (GW-2, `find`) and holds it until the client view
+//! its answer leaves is recorded (`admission`), only the messages the session has
 //! not seen are entered (GW-3), and the turn runs to its end in the session's actor
 //! through the `Agents` registry — context care, stream watch and budgets apply as for
 //! `ccare chat`. The answer (`answer`) is built from the session's ordered stream
@@ -23,6 +24,7 @@
 //! with `tool_calls` (`finish_reason: tool_calls`) and the next request's `tool`
 //! messages are its `ToolResults`. The host's own tools run server-side, unseen.
 
+mod admission;
 mod answer;
 mod find;
 mod follow;
@@ -53,6 +55,7 @@ pub use owner::META_OWNER;
 pub use refusal::{BAD_TRANSCRIPT, MODEL_NOT_FOUND, SHOULD_RETRY};
 pub use view::DOMAIN;
 
+use admission::{Admissions, Admitted};
 use answer::Answering;
 use find::Identity;
 use follow::{Item, Recording};
@@ -92,11 +95,13 @@ pub fn register(routes: &Routes, context: &ServerContext) -> Result<(), RouteErr
             .response::<ModelList>(),
     );
     let chat_context = context.clone();
+    let admissions = Arc::new(Admissions::default());
     let chat = RouteSpec::new(
         path("/v1/chat/completions")?,
         Arc::new(move |request: RouteRequest| {
             let context = chat_context.clone();
-            async move { completions(&context, &request).await }
+            let admissions = Arc::clone(&admissions);
+            async move { completions(&context, &admissions, &request).await }
         }),
     )
     .method(
@@ -358,7 +363,11 @@ fn new_message(new: &[wire::ChatMessage], seen: usize) -> Result<ccare_core::Mes
     Ok(message)
 }
 
-async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteReply {
+async fn completions(
+    context: &ServerContext,
+    admissions: &Arc<Admissions>,
+    request: &RouteRequest,
+) -> RouteReply {
     let body: ChatRequest = match serde_json::from_slice(&request.body) {
         Ok(body) => body,
         Err(error) => {
@@ -379,11 +388,18 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
     let views = Views::new(Arc::clone(context.booted.host.sessions().store()), &owner);
     let identity = find::identity(request, &body);
     let hashes = view::chain(&body.messages);
-    let found =
-        match find::existing(context, &views, &owner, &identity, &body.messages, &hashes).await {
-            Ok(found) => found,
-            Err(reply) => return reply,
-        };
+    let lookup = Lookup {
+        context,
+        views: &views,
+        owner: &owner,
+        identity: &identity,
+        messages: &body.messages,
+        hashes: &hashes,
+    };
+    let (found, mut admitted) = match lookup.admitted(admissions).await {
+        Ok(found) => found,
+        Err(reply) => return reply,
+    };
     let tools = match client_tools(&body) {
         Ok(tools) => tools,
         Err(reply) => return reply,
@@ -428,6 +444,9 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
                 Ok(handle) => handle,
                 Err(error) => return refusal::from_api(errors::app_error(&error)),
             };
+            // Held before its key names it, so a request that finds it by the key
+            // waits for this one's answer.
+            admitted = admissions.try_admit(handle.session().id());
             if let Identity::Key(key) = &identity
                 && let Err(error) = views.rebind_key(key, handle.session().id()).await
             {
@@ -468,10 +487,82 @@ async fn completions(context: &ServerContext, request: &RouteRequest) -> RouteRe
         after_seq,
         prior,
         care: context.booted.care.clone(),
+        admitted,
     };
     let credential = owner.credential().cloned();
     let reply = run(handle, &body, hidden, model, credential, command, recording).await;
     reply.with_header(SESSION_HEADER, session)
+}
+
+/// How many times a request that found its session held by another request waits for
+/// it and looks its session up again before it is `SESSION_BUSY`.
+const MAX_ADMISSION_WAITS: usize = 3;
+
+/// What a request's session is looked up by ([`find::existing`]).
+struct Lookup<'a> {
+    context: &'a ServerContext,
+    views: &'a Views,
+    owner: &'a Owner,
+    identity: &'a Identity,
+    messages: &'a [wire::ChatMessage],
+    hashes: &'a [String],
+}
+
+impl Lookup<'_> {
+    async fn find(&self) -> Result<Option<find::Found>, RouteReply> {
+        find::existing(
+            self.context,
+            self.views,
+            self.owner,
+            self.identity,
+            self.messages,
+            self.hashes,
+        )
+        .await
+    }
+
+    /// The session the request continues, held for it ([`admission`]). A session
+    /// another request holds is waited for (up to [`BUSY_GRACE`]) and the request is
+    /// looked up again against the client view that request left: its messages may
+    /// now be a regenerated answer (a fork) rather than new ones.
+    async fn admitted(
+        &self,
+        admissions: &Arc<Admissions>,
+    ) -> Result<(Option<find::Found>, Option<Admitted>), RouteReply> {
+        let mut found = self.find().await?;
+        for _ in 0..MAX_ADMISSION_WAITS {
+            let Some(session) = found
+                .as_ref()
+                .map(|found| found.handle.session().id().clone())
+            else {
+                return Ok((None, None));
+            };
+            if let Some(admitted) = admissions.try_admit(&session) {
+                return Ok((found, Some(admitted)));
+            }
+            drop(found);
+            let Some(admitted) = admissions.admit(&session, BUSY_GRACE).await else {
+                return Err(busy().with_header(SESSION_HEADER, session.as_str()));
+            };
+            found = self.find().await?;
+            if found
+                .as_ref()
+                .is_some_and(|found| found.handle.session().id() == admitted.session())
+            {
+                return Ok((found, Some(admitted)));
+            }
+        }
+        Err(busy())
+    }
+}
+
+/// A message for a session another request or driver is answering.
+fn busy() -> RouteReply {
+    refusal::error(
+        409,
+        "SESSION_BUSY",
+        "the session is answering another request; retry when it is done",
+    )
 }
 
 /// How long a message for a session that is still running a turn waits for the agent
@@ -565,11 +656,7 @@ async fn run(
     // Results for an awaiting step wait for its driver to let go (`tool_results`). A
     // message for a session still finishing a turn waits for it a moment first.
     if matches!(command, Command::UserInput { .. }) && !idle_soon(&handle).await {
-        return refusal::error(
-            409,
-            "SESSION_BUSY",
-            "the session is answering another request; retry when it is done",
-        );
+        return busy();
     }
     let current = handle.agent().options();
     let mut wanted = current.clone();

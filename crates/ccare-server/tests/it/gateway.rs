@@ -651,6 +651,112 @@ async fn gw_2_a_message_for_a_session_still_finishing_a_turn_waits_for_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_2_the_same_request_twice_at_once_enters_its_message_once() {
+    // A client that retries a request still being answered (its own timeout, a
+    // proxy's) sends the same transcript twice. The second waits for the first to be
+    // answered and is then looked up again: the session has moved past it, so it is a
+    // regenerated answer, answered in a fork. The session holds the message once, and
+    // no model request carries a conversation the client did not send.
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("Hello big world"));
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("be brief", "hi")}),
+    )
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = session_of(&first);
+    first.text().await.unwrap();
+    for answer in ["slow one", "slow two"] {
+        rig.fake.push(Reply::Chunks(
+            Script::new()
+                .delay(std::time::Duration::from_millis(300))
+                .text(answer)
+                .finish("stop"),
+        ));
+    }
+    let mut history = conversation("be brief", "hi");
+    let messages = history.as_array_mut().unwrap();
+    messages.push(json!({"role": "assistant", "content": "Hello big world"}));
+    messages.push(json!({"role": "user", "content": "Q-again"}));
+    let body = json!({"model": "fake/model", "messages": history});
+    let (a, b) = tokio::join!(chat(&rig, &body), chat(&rig, &body));
+    let (a_session, b_session) = (session_of(&a), session_of(&b));
+    let (a_status, b_status) = (a.status().as_u16(), b.status().as_u16());
+    let (a_text, b_text) = (a.text().await.unwrap(), b.text().await.unwrap());
+    assert_eq!((a_status, b_status), (200, 200), "{a_text}\n{b_text}");
+    // One continued the session, the other was answered in a session of its own.
+    let mut continued = [&a_session, &b_session];
+    continued.sort_by_key(|id| **id != session);
+    assert_eq!(continued[0], &session);
+    assert_ne!(continued[1], &session);
+    let retried: Value = rig
+        .get_json(&format!("/api/sessions/{}", continued[1]))
+        .await;
+    assert_eq!(retried["parent"], session.as_str(), "{retried}");
+    let forked = export(&rig, continued[1]).await;
+    assert_eq!(forked.matches("Q-again").count(), 1, "{forked}");
+    let exported = export(&rig, &session).await;
+    assert_eq!(exported.matches("Q-again").count(), 1, "{exported}");
+    assert_eq!(exported.matches(r#""type":"user/message""#).count(), 2);
+    assert_eq!(exported.matches(r#""type":"assistant/message""#).count(), 2);
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 3);
+    for request in &requests[1..] {
+        let sent = request.body["messages"].to_string();
+        assert_eq!(sent.matches("Q-again").count(), 1, "{sent}");
+        assert!(!sent.contains("slow"), "{sent}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_2_a_request_for_a_session_answering_another_past_the_grace_is_409() {
+    // The first request is still being answered after the second has waited a second
+    // for it: the second is 409 SESSION_BUSY (retryable) and enters nothing.
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("Hello big world"));
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("be brief", "hi")}),
+    )
+    .await;
+    let session = session_of(&first);
+    first.text().await.unwrap();
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .delay(std::time::Duration::from_millis(1800))
+            .text("slow")
+            .finish("stop"),
+    ));
+    let mut history = conversation("be brief", "hi");
+    let messages = history.as_array_mut().unwrap();
+    messages.push(json!({"role": "assistant", "content": "Hello big world"}));
+    messages.push(json!({"role": "user", "content": "Q-slow"}));
+    let slow = json!({"model": "fake/model", "messages": history.clone()});
+    history.as_array_mut().unwrap()[3] = json!({"role": "user", "content": "Q-other"});
+    let other = json!({"model": "fake/model", "messages": history});
+    let (a, b) = tokio::join!(chat(&rig, &slow), async {
+        while rig.fake.requests().len() < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        chat(&rig, &other).await
+    });
+    assert_eq!(a.status().as_u16(), 200);
+    assert_eq!(b.status().as_u16(), 409);
+    assert_eq!(session_of(&b), session);
+    assert!(b.headers().get("x-should-retry").is_none());
+    let refused: Value = b.json().await.unwrap();
+    assert_eq!(refused["error"]["code"], "SESSION_BUSY", "{refused}");
+    assert_eq!(
+        a.json::<Value>().await.unwrap()["choices"][0]["message"]["content"],
+        "slow"
+    );
+    let exported = export(&rig, &session).await;
+    assert!(!exported.contains("Q-other"), "{exported}");
+    assert_eq!(rig.fake.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_2_conversations_sharing_a_system_prompt_stay_apart() {
     let rig = Rig::start().await;
     for answer in ["one", "two", "three"] {
