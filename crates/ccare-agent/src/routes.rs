@@ -289,6 +289,10 @@ pub struct RouteRequest {
     pub body: Vec<u8>,
     /// Who the request authenticated as.
     pub caller: Caller,
+    /// Cancelled when the client goes away (its connection closed) before the handler
+    /// returned. A handler doing long work only for this client (the gateway's whole
+    /// answer) may stop; one that must finish what it started ignores it.
+    pub gone: ccare_llm::CancellationToken,
 }
 
 /// Who a request authenticated as.

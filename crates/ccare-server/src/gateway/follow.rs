@@ -147,17 +147,20 @@ pub(crate) async fn follow(
     // The turn end after which the agent was seen idle with a turn following it (the
     // resume is on its way through the stream): not waited for again.
     let mut idle_seen_after = None;
+    // Set once the client went away (its answer was dropped): the turn is cancelled.
+    let mut client_gone = false;
     loop {
         // While an abort waits for its resume, the agent going idle ends the answer too:
         // the stream's `Idle` item is transient and is lost when the follower lags.
         let waiting = awaiting_resume && idle_seen_after != outcome.end_seq;
-        let next = if waiting {
-            tokio::select! {
-                item = stream.next() => Some(item),
-                _ = handle.agent().when_idle() => None,
+        let next = tokio::select! {
+            item = stream.next() => Some(item),
+            _ = handle.agent().when_idle(), if waiting => None,
+            () = items.closed(), if !client_gone => {
+                client_gone = true;
+                stop_for_gone_client(&handle);
+                continue;
             }
-        } else {
-            Some(stream.next().await)
         };
         let Some(next) = next else {
             idle_seen_after = outcome.end_seq;
@@ -205,7 +208,7 @@ pub(crate) async fn follow(
                 maintenance
                     .report(&handle, recording.care.as_ref(), after_seq, &items)
                     .await;
-                // A client that went away still lets the turn finish.
+                // A client that went away is noticed by `items.closed()`.
                 let _ = items.send(item);
             }
             StreamItem::Event(event) => {
@@ -227,10 +230,14 @@ pub(crate) async fn follow(
                         absorb(&mut outcome, &message, &pieces, &mut seam, &items);
                     }
                     ccare_core::kinds::TURN_START if awaiting_resume => {
-                        // The resumed turn (SW-9): the same answer goes on.
+                        // The resumed turn (SW-9): the same answer goes on, unless
+                        // nobody is left to read it.
                         awaiting_resume = false;
                         outcome.failure = None;
                         seam = true;
+                        if client_gone {
+                            stop_for_gone_client(&handle);
+                        }
                     }
                     ccare_core::kinds::TURN_END => {
                         if let Ok(end) = event.decode::<TurnEnd>() {
@@ -313,6 +320,18 @@ pub(crate) async fn follow(
         .await;
     let _ = items.send(Item::End(Box::new(outcome)));
     drop(handle);
+}
+
+/// Cancels the turn of a client that went away (its connection closed before the
+/// answer ended: an agent's stop button, a timeout), as a user's cancel: the model
+/// stops generating (and being paid for), the partial answer is kept in the session
+/// as interrupted, and the session is free at once for the client's next request.
+/// No client view is recorded for the aborted answer, so that request is read
+/// against the view before it.
+fn stop_for_gone_client(handle: &AgentHandle) {
+    let agent = handle.agent().clone();
+    tracing::info!(session = %handle.session().id().as_str(), "the gateway's client went away; its turn is cancelled");
+    tokio::spawn(async move { agent.cancel(CancelCause::User, true).await });
 }
 
 /// Whether `event` is maintenance that changes the next request: a committed

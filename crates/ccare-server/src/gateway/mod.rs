@@ -490,7 +490,14 @@ async fn completions(
         admitted,
     };
     let credential = owner.credential().cloned();
-    let reply = run(handle, &body, hidden, model, credential, command, recording).await;
+    let turn = Turn {
+        hidden,
+        model,
+        credential,
+        command,
+        recording,
+    };
+    let reply = run(handle, &body, turn, &request.gone).await;
     reply.with_header(SESSION_HEADER, session)
 }
 
@@ -642,17 +649,39 @@ enum Input {
     Results(Vec<CallerResult>),
 }
 
-/// Runs the turn and answers it, its model requests sent with `credential` (the
-/// client's own key) or, when `None`, the configured key.
+/// Our code (never sent) of a request whose client went away before its answer.
+const CLIENT_GONE: &str = "CLIENT_GONE";
+
+/// What a request's turn runs with.
+struct Turn {
+    /// The host tools hidden for it.
+    hidden: BTreeSet<String>,
+    /// Its route.
+    model: String,
+    /// The client's own key, or `None`: the configured key.
+    credential: Option<ccare_llm::ApiCredential>,
+    /// What it sends the session.
+    command: Command,
+    /// What its answer records.
+    recording: Recording,
+}
+
+/// Runs the turn and answers it. A client that goes away (`gone`) once the turn is
+/// followed stops waiting for its answer: the follower then cancels the turn
+/// (`follow::stop_for_gone_client`).
 async fn run(
     handle: ccare_app::AgentHandle,
     body: &ChatRequest,
-    hidden: BTreeSet<String>,
-    model: String,
-    credential: Option<ccare_llm::ApiCredential>,
-    command: Command,
-    recording: Recording,
+    turn: Turn,
+    gone: &ccare_llm::CancellationToken,
 ) -> RouteReply {
+    let Turn {
+        hidden,
+        model,
+        credential,
+        command,
+        recording,
+    } = turn;
     // Results for an awaiting step wait for its driver to let go (`tool_results`). A
     // message for a session still finishing a turn waits for it a moment first.
     if matches!(command, Command::UserInput { .. }) && !idle_soon(&handle).await {
@@ -697,14 +726,30 @@ async fn run(
             .and_then(|options| options.include_usage)
             .unwrap_or(false),
     };
+    // Nobody reads this reply: its client is gone, and dropping the answer's receiver
+    // tells the follower.
+    let gone_reply = || {
+        refusal::error(
+            499,
+            CLIENT_GONE,
+            "the client closed the connection before its answer",
+        )
+    };
     if body.stream != Some(true) {
-        return answer::whole(&answering, items).await;
+        return tokio::select! {
+            reply = answer::whole(&answering, items) => reply,
+            () = gone.cancelled() => gone_reply(),
+        };
     }
     // Wait for the first piece: a turn refused before anything streamed is answered
     // with its error status, not a 200 stream.
     let mut compacted = Vec::new();
     let first = loop {
-        match items.recv().await {
+        let item = tokio::select! {
+            item = items.recv() => item,
+            () = gone.cancelled() => return gone_reply(),
+        };
+        match item {
             Some(Item::Compacted(ids)) => compacted.extend(ids),
             other => break other,
         }

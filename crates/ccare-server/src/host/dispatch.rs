@@ -293,10 +293,17 @@ impl Pipeline {
                 .collect(),
             body,
             caller,
+            gone: ccare_llm::CancellationToken::new(),
         };
+        // The server drops this future when the client's connection closes; the
+        // handler runs in its own task (a panic becomes a 500), so it is told.
+        let gone = route_request.gone.clone().drop_guard();
         let handler = Arc::clone(&spec.handler);
         let pattern = spec.path.pattern().to_owned();
-        match tokio::spawn(async move { handler.handle(route_request).await }).await {
+        let handled = tokio::spawn(async move { handler.handle(route_request).await }).await;
+        // Answered: a streamed reply's body goes on with the client there.
+        gone.disarm();
+        match handled {
             Ok(reply) => reply,
             Err(error) => {
                 tracing::error!(route = %pattern, %error, "a route handler failed");

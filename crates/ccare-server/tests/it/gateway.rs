@@ -756,6 +756,145 @@ async fn gw_2_a_request_for_a_session_answering_another_past_the_grace_is_409() 
     assert_eq!(rig.fake.requests().len(), 2);
 }
 
+/// A conversation's second request, whose answer streams slowly (20 pieces 50 ms
+/// apart), for a client that leaves before it ends.
+async fn slow_second_answer(rig: &Rig, question: &str) -> (String, Value) {
+    rig.fake.push(Reply::text("Hello big world"));
+    let first = chat(
+        rig,
+        &json!({"model": "fake/model", "messages": conversation("be brief", "hi")}),
+    )
+    .await;
+    let session = session_of(&first);
+    first.text().await.unwrap();
+    let mut script = Script::new().text("part ");
+    for _ in 0..20 {
+        script = script
+            .delay(std::time::Duration::from_millis(50))
+            .text("more ");
+    }
+    rig.fake.push(Reply::Chunks(script.finish("stop")));
+    let mut history = conversation("be brief", "hi");
+    let messages = history.as_array_mut().unwrap();
+    messages.push(json!({"role": "assistant", "content": "Hello big world"}));
+    messages.push(json!({"role": "user", "content": question}));
+    (session, history)
+}
+
+/// Waits (up to 5 s) for the session's second turn to end, and returns its log.
+async fn second_turn_ended(rig: &Rig, session: &str) -> String {
+    for _ in 0..500 {
+        let exported = export(rig, session).await;
+        if exported.matches(r#""type":"turn/end""#).count() == 2 {
+            return exported;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("the second turn of {session} did not end");
+}
+
+/// What a session's log says of its second turn's end and answer.
+fn second_turn(exported: &str) -> (Value, Value) {
+    let events: Vec<Value> = exported
+        .lines()
+        .skip(1)
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let last = |kind: &str| {
+        events
+            .iter()
+            .rev()
+            .find(|event| event["type"] == kind)
+            .cloned()
+            .unwrap()
+    };
+    (
+        last("turn/end")["data"].clone(),
+        last("assistant/message")["data"].clone(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_5_a_client_that_leaves_mid_stream_stops_its_turn_and_the_session_is_free() {
+    // An agent's stop button closes the stream: the model stops (a user's cancel),
+    // the partial answer is kept as interrupted, and the client's next message is
+    // answered at once in the same session, not refused as busy.
+    let rig = Rig::start().await;
+    let (session, history) = slow_second_answer(&rig, "Q-stopped").await;
+    let mut streamed = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "stream": true}),
+    )
+    .await;
+    assert_eq!(streamed.status().as_u16(), 200);
+    // The role chunk, then the first piece of text.
+    let mut read = String::new();
+    while !read.contains("part") {
+        read.push_str(&String::from_utf8_lossy(
+            &streamed.chunk().await.unwrap().unwrap(),
+        ));
+    }
+    drop(streamed);
+    let exported = second_turn_ended(&rig, &session).await;
+    let (end, answer) = second_turn(&exported);
+    assert_eq!(
+        end["reason"],
+        json!({"kind": "aborted", "cause": {"kind": "user"}}),
+        "{end}"
+    );
+    assert_eq!(answer["interrupted"], true, "{answer}");
+    let kept = answer["message"]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        kept.starts_with("part ") && kept.matches("more").count() < 20,
+        "{kept}"
+    );
+    // The client's next message: its transcript without the answer it stopped.
+    rig.fake.push(Reply::text("next answer"));
+    let mut next = conversation("be brief", "hi");
+    let messages = next.as_array_mut().unwrap();
+    messages.push(json!({"role": "assistant", "content": "Hello big world"}));
+    messages.push(json!({"role": "user", "content": "Q-next"}));
+    let started = std::time::Instant::now();
+    let response = chat(&rig, &json!({"model": "fake/model", "messages": next})).await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(session_of(&response), session);
+    let answer: Value = response.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "next answer");
+    assert!(started.elapsed() < std::time::Duration::from_millis(900));
+    // The model sees the question it was stopped on and what it had said.
+    let requests = rig.fake.requests();
+    let sent = requests.last().unwrap().body["messages"].to_string();
+    assert!(
+        sent.contains("Q-stopped") && sent.contains(kept.trim_end()),
+        "{sent}"
+    );
+    assert_eq!(sent.matches("Q-next").count(), 1, "{sent}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_5_a_client_that_gives_up_on_a_whole_answer_stops_its_turn() {
+    // The same for a non-streaming request whose client times out.
+    let rig = Rig::start().await;
+    let (session, history) = slow_second_answer(&rig, "Q-timed-out").await;
+    let gave_up = rig
+        .client
+        .post(rig.url(CHAT))
+        .bearer_auth(&rig.token)
+        .timeout(std::time::Duration::from_millis(300))
+        .json(&json!({"model": "fake/model", "messages": history}))
+        .send()
+        .await;
+    assert!(gave_up.is_err_and(|error| error.is_timeout()));
+    let exported = second_turn_ended(&rig, &session).await;
+    let (end, answer) = second_turn(&exported);
+    assert_eq!(
+        end["reason"],
+        json!({"kind": "aborted", "cause": {"kind": "user"}}),
+        "{end}"
+    );
+    assert_eq!(answer["interrupted"], true, "{answer}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_2_conversations_sharing_a_system_prompt_stay_apart() {
     let rig = Rig::start().await;
