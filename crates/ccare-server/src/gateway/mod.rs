@@ -396,7 +396,7 @@ async fn completions(
         messages: &body.messages,
         hashes: &hashes,
     };
-    let (found, mut admitted) = match lookup.admitted(admissions).await {
+    let (found, mut admitted) = match lookup.admitted(admissions, &request.gone).await {
         Ok(found) => found,
         Err(reply) => return reply,
     };
@@ -535,6 +535,7 @@ impl Lookup<'_> {
     async fn admitted(
         &self,
         admissions: &Arc<Admissions>,
+        gone: &ccare_llm::CancellationToken,
     ) -> Result<(Option<find::Found>, Option<Admitted>), RouteReply> {
         let mut found = self.find().await?;
         for _ in 0..MAX_ADMISSION_WAITS {
@@ -551,6 +552,10 @@ impl Lookup<'_> {
             let Some(admitted) = admissions.admit(&session, BUSY_GRACE).await else {
                 return Err(busy().with_header(SESSION_HEADER, session.as_str()));
             };
+            // A client that left while it waited: nothing is looked up (or forked) for it.
+            if gone.is_cancelled() {
+                return Err(client_gone());
+            }
             found = self.find().await?;
             if found
                 .as_ref()
@@ -652,6 +657,16 @@ enum Input {
 /// Our code (never sent) of a request whose client went away before its answer.
 const CLIENT_GONE: &str = "CLIENT_GONE";
 
+/// The reply to a request whose client went away. Nobody reads it; what matters is
+/// that the request stops (dropping its answer's receiver tells the follower).
+fn client_gone() -> RouteReply {
+    refusal::error(
+        499,
+        CLIENT_GONE,
+        "the client closed the connection before its answer",
+    )
+}
+
 /// What a request's turn runs with.
 struct Turn {
     /// The host tools hidden for it.
@@ -666,9 +681,9 @@ struct Turn {
     recording: Recording,
 }
 
-/// Runs the turn and answers it. A client that goes away (`gone`) once the turn is
-/// followed stops waiting for its answer: the follower then cancels the turn
-/// (`follow::stop_for_gone_client`).
+/// Runs the turn and answers it. A client that went away (`gone`) before the command
+/// is sent gets nothing started; once the turn is followed, the request stops waiting
+/// for its answer and the follower cancels the turn (`follow::stop_for_gone_client`).
 async fn run(
     handle: ccare_app::AgentHandle,
     body: &ChatRequest,
@@ -710,6 +725,11 @@ async fn run(
             other
         }
     };
+    // A client that left while the request waited (for the agent to go idle) gets
+    // nothing started for it.
+    if gone.is_cancelled() {
+        return client_gone();
+    }
     let after = handle.session().head().checked_sub(1);
     let stream = handle.agent().subscribe_from(after);
     if let Err(error) = handle.agent().send(command).await {
@@ -726,19 +746,10 @@ async fn run(
             .and_then(|options| options.include_usage)
             .unwrap_or(false),
     };
-    // Nobody reads this reply: its client is gone, and dropping the answer's receiver
-    // tells the follower.
-    let gone_reply = || {
-        refusal::error(
-            499,
-            CLIENT_GONE,
-            "the client closed the connection before its answer",
-        )
-    };
     if body.stream != Some(true) {
         return tokio::select! {
             reply = answer::whole(&answering, items) => reply,
-            () = gone.cancelled() => gone_reply(),
+            () = gone.cancelled() => client_gone(),
         };
     }
     // Wait for the first piece: a turn refused before anything streamed is answered
@@ -747,7 +758,7 @@ async fn run(
     let first = loop {
         let item = tokio::select! {
             item = items.recv() => item,
-            () = gone.cancelled() => return gone_reply(),
+            () = gone.cancelled() => return client_gone(),
         };
         match item {
             Some(Item::Compacted(ids)) => compacted.extend(ids),

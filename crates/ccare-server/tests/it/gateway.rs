@@ -896,6 +896,56 @@ async fn gw_5_a_client_that_gives_up_on_a_whole_answer_stops_its_turn() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_5_a_client_that_leaves_while_waiting_for_its_session_gets_nothing_started() {
+    // The second request waits for the first's answer; its client gives up first.
+    // Once the session is free nothing is entered, forked or asked for it.
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("Hello big world"));
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("be brief", "hi")}),
+    )
+    .await;
+    let session = session_of(&first);
+    first.text().await.unwrap();
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .delay(std::time::Duration::from_millis(600))
+            .text("slow")
+            .finish("stop"),
+    ));
+    let ask = |question: &str| {
+        let mut history = conversation("be brief", "hi");
+        let messages = history.as_array_mut().unwrap();
+        messages.push(json!({"role": "assistant", "content": "Hello big world"}));
+        messages.push(json!({"role": "user", "content": question}));
+        json!({"model": "fake/model", "messages": history})
+    };
+    let (slow_body, gone_body) = (ask("Q-slow"), ask("Q-gone"));
+    let (slow, gave_up) = tokio::join!(chat(&rig, &slow_body), async {
+        while rig.fake.requests().len() < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        rig.client
+            .post(rig.url(CHAT))
+            .bearer_auth(&rig.token)
+            .timeout(std::time::Duration::from_millis(150))
+            .json(&gone_body)
+            .send()
+            .await
+    });
+    assert_eq!(slow.status().as_u16(), 200);
+    assert!(gave_up.is_err_and(|error| error.is_timeout()));
+    // Past the first answer and the second's wait for it.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let exported = export(&rig, &session).await;
+    assert!(!exported.contains("Q-gone"), "{exported}");
+    let sessions: Value = rig.get_json("/api/sessions").await;
+    assert_eq!(sessions["total"], 1, "{sessions}");
+    assert_eq!(rig.fake.requests().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_2_conversations_sharing_a_system_prompt_stay_apart() {
     let rig = Rig::start().await;
     for answer in ["one", "two", "three"] {
