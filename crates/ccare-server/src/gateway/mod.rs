@@ -287,6 +287,15 @@ fn tool_results(
 /// messages and assistant messages the client wrote itself included; a user message's
 /// images as images), the first of them the `seen`-th of the request's messages, or a
 /// 400 naming what cannot be entered yet.
+///
+/// Tool calls the gateway did not make (history from before the gateway, or from a
+/// session the client's own trimming left: the transcript no longer extends any view,
+/// so it starts a new session) are entered as text, each call as `[tool call NAME]
+/// ARGUMENTS` and its result as `[tool result NAME]` then the result, the labels a
+/// summary uses: the model reads what happened, and the client is not refused for
+/// history it sent the way OpenAI's API takes it. Every such call must be answered by
+/// a `tool` message after it, and every `tool` message must answer one of them, as
+/// that API requires.
 fn new_message(new: &[wire::ChatMessage], seen: usize) -> Result<ccare_core::Message, RouteReply> {
     if new.is_empty() {
         return Err(refusal::bad_transcript(
@@ -303,28 +312,31 @@ fn new_message(new: &[wire::ChatMessage], seen: usize) -> Result<ccare_core::Mes
     }
     let mut blocks = Vec::with_capacity(new.len());
     let mut users = 0_usize;
+    // The foreign calls not answered yet: (id, name), in call order.
+    let mut open: Vec<(String, String)> = Vec::new();
     for (index, message) in new.iter().enumerate() {
+        let at = seen + index;
+        let mut label = None;
         match message.role.as_str() {
             "user" => users += 1,
             "system" | "developer" => {}
             // Words the client wrote for the assistant (Aider's few-shot examples and
             // acknowledgements, a reply from another session) are entered as text, as
-            // system messages are; tool calls the gateway never made cannot be.
-            "assistant" if !message.has_tool_calls() => {}
+            // system messages are.
+            "assistant" => {}
             "tool" => {
                 let call = message.tool_call_id.as_deref().unwrap_or("");
-                return Err(refusal::refuse(
-                    400,
-                    TOOL_RESULTS_MISMATCH,
-                    format!(
-                        "messages: a tool message answers the call {call:?}, which this gateway never sent (the session awaits no tool results)"
-                    ),
-                ));
-            }
-            "assistant" => {
-                return Err(refusal::bad_transcript(
-                    "messages: an \"assistant\" message with tool calls the gateway did not make cannot be entered (only the calls it answered with can be)",
-                ));
+                let Some(position) = open.iter().position(|(id, _)| id == call) else {
+                    return Err(refusal::refuse(
+                        400,
+                        TOOL_RESULTS_MISMATCH,
+                        format!(
+                            "messages: a tool message answers the call {call:?}, which this gateway never sent (the session awaits no tool results)"
+                        ),
+                    ));
+                };
+                let (_, name) = open.remove(position);
+                label = Some(format!("[tool result {name}]"));
             }
             "function" => {
                 return Err(refusal::bad_transcript(
@@ -337,18 +349,46 @@ fn new_message(new: &[wire::ChatMessage], seen: usize) -> Result<ccare_core::Mes
                 )));
             }
         }
-        let content = parts::blocks(message, seen + index).map_err(refusal::bad_transcript)?;
+        if let Some((id, name)) = open.first()
+            && message.role != "tool"
+        {
+            return Err(refusal::bad_transcript(format!(
+                "messages[{at}]: the tool call {id:?} ({name}) has no tool message answering it before the next message"
+            )));
+        }
+        let calls = message
+            .tool_calls
+            .as_ref()
+            .map(view::read_calls)
+            .unwrap_or_default();
+        let content = parts::blocks(message, at).map_err(refusal::bad_transcript)?;
         let empty = content.iter().all(|block| match block {
             ContentBlock::Text(text) => text.text.trim().is_empty(),
             _ => false,
         });
-        if empty {
+        if empty && calls.is_empty() && label.is_none() {
             return Err(refusal::bad_transcript(format!(
                 "messages: the new {} message is empty",
                 message.role
             )));
         }
-        blocks.extend(content);
+        if let Some(label) = label {
+            blocks.push(ContentBlock::text(label));
+        }
+        if !empty {
+            blocks.extend(content);
+        }
+        for (id, name, arguments) in calls {
+            blocks.push(ContentBlock::text(format!(
+                "[tool call {name}] {arguments}"
+            )));
+            open.push((id, name));
+        }
+    }
+    if let Some((id, name)) = open.first() {
+        return Err(refusal::bad_transcript(format!(
+            "messages: the tool call {id:?} ({name}) has no tool message answering it"
+        )));
     }
     if users == 0 {
         return Err(refusal::bad_transcript(

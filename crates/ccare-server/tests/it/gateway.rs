@@ -1951,12 +1951,101 @@ async fn gw_3_assistant_messages_the_client_wrote_are_entered_as_text() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_3_a_trimmed_transcript_with_tool_calls_starts_a_session_with_them_as_text() {
+    // A client that trims its oldest messages (to fit its own idea of the window)
+    // sends a transcript that extends no view: it starts a new session. The tool calls
+    // and results in it were made in the old session, not this one: they are entered
+    // as text, with a summary's labels, instead of refusing the client.
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(
+                0,
+                Some("call_1"),
+                Some("get_weather"),
+                "{\"city\":\"Paris\"}",
+            )
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::text("Sunny in Paris"));
+    let mut history = conversation("be brief", "weather in Paris?");
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    let old_session = session_of(&first);
+    let answer: Value = first.json().await.unwrap();
+    let messages = history.as_array_mut().unwrap();
+    messages.push(answer["choices"][0]["message"].clone());
+    messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny"}));
+    let second = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    let answer: Value = second.json().await.unwrap();
+    let messages = history.as_array_mut().unwrap();
+    messages.push(answer["choices"][0]["message"].clone());
+    messages.push(json!({"role": "user", "content": "and Rome?"}));
+    // The client drops its oldest user message.
+    messages.remove(1);
+    rig.fake.push(Reply::text("Rome too"));
+    let third = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    assert_eq!(third.status().as_u16(), 200);
+    let session = session_of(&third);
+    assert_ne!(session, old_session);
+    let answer: Value = third.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "Rome too");
+    let requests = rig.fake.requests();
+    let sent = requests.last().unwrap().body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    let at = |needle: &str| {
+        sent.find(needle)
+            .unwrap_or_else(|| panic!("{needle}: {sent}"))
+    };
+    assert!(at("be brief") < at(r#"[tool call get_weather] {\"city\":\"Paris\"}"#));
+    assert!(at("[tool call get_weather]") < at("[tool result get_weather]"));
+    assert!(at("[tool result get_weather]") < at("sunny"));
+    assert!(at("sunny") < at("Sunny in Paris") && at("Sunny in Paris") < at("and Rome?"));
+    // The trimmed conversation goes on in its new session.
+    let messages = history.as_array_mut().unwrap();
+    messages.push(answer["choices"][0]["message"].clone());
+    messages.push(json!({"role": "user", "content": "and Oslo?"}));
+    rig.fake.push(Reply::text("Oslo is cold"));
+    let fourth = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    assert_eq!(fourth.status().as_u16(), 200);
+    assert_eq!(session_of(&fourth), session);
+    let exported = export(&rig, &session).await;
+    assert_eq!(exported.matches(r#""type":"user/message""#).count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_6_a_bad_transcript_is_400_not_retried() {
     let rig = Rig::start().await;
     for (messages, fragment) in [
         (
             json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "call_z", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}]}, {"role": "user", "content": "go"}]),
-            "\"assistant\" message with tool calls the gateway did not make",
+            r#"messages[2]: the tool call "call_z" (get_weather) has no tool message answering it before the next message"#,
+        ),
+        (
+            json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "call_a", "type": "function", "function": {"name": "lookup", "arguments": "{}"}},
+                {"id": "call_b", "type": "function", "function": {"name": "lookup", "arguments": "{}"}},
+            ]}, {"role": "tool", "tool_call_id": "call_a", "content": "found"}]),
+            r#"messages: the tool call "call_b" (lookup) has no tool message answering it"#,
         ),
         (
             json!([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "made up"}]),
