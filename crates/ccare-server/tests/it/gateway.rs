@@ -650,6 +650,30 @@ async fn gw_2_a_message_for_a_session_still_finishing_a_turn_waits_for_it() {
     assert_eq!(rig.fake.requests().len(), 3);
 }
 
+/// Starts a conversation (`be brief`, `hi`) answered "Hello big world"; returns its
+/// session.
+async fn answered_once(rig: &Rig) -> String {
+    rig.fake.push(Reply::text("Hello big world"));
+    let first = chat(
+        rig,
+        &json!({"model": "fake/model", "messages": conversation("be brief", "hi")}),
+    )
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = session_of(&first);
+    first.text().await.unwrap();
+    session
+}
+
+/// The messages of [`answered_once`]'s conversation asking `question` next.
+fn next_turn(question: &str) -> Value {
+    let mut history = conversation("be brief", "hi");
+    let messages = history.as_array_mut().unwrap();
+    messages.push(json!({"role": "assistant", "content": "Hello big world"}));
+    messages.push(json!({"role": "user", "content": question}));
+    history
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_2_the_same_request_twice_at_once_enters_its_message_once() {
     // A client that retries a request still being answered (its own timeout, a
@@ -658,15 +682,7 @@ async fn gw_2_the_same_request_twice_at_once_enters_its_message_once() {
     // regenerated answer, answered in a fork. The session holds the message once, and
     // no model request carries a conversation the client did not send.
     let rig = Rig::start().await;
-    rig.fake.push(Reply::text("Hello big world"));
-    let first = chat(
-        &rig,
-        &json!({"model": "fake/model", "messages": conversation("be brief", "hi")}),
-    )
-    .await;
-    assert_eq!(first.status().as_u16(), 200);
-    let session = session_of(&first);
-    first.text().await.unwrap();
+    let session = answered_once(&rig).await;
     for answer in ["slow one", "slow two"] {
         rig.fake.push(Reply::Chunks(
             Script::new()
@@ -675,11 +691,7 @@ async fn gw_2_the_same_request_twice_at_once_enters_its_message_once() {
                 .finish("stop"),
         ));
     }
-    let mut history = conversation("be brief", "hi");
-    let messages = history.as_array_mut().unwrap();
-    messages.push(json!({"role": "assistant", "content": "Hello big world"}));
-    messages.push(json!({"role": "user", "content": "Q-again"}));
-    let body = json!({"model": "fake/model", "messages": history});
+    let body = json!({"model": "fake/model", "messages": next_turn("Q-again")});
     let (a, b) = tokio::join!(chat(&rig, &body), chat(&rig, &body));
     let (a_session, b_session) = (session_of(&a), session_of(&b));
     let (a_status, b_status) = (a.status().as_u16(), b.status().as_u16());
@@ -714,27 +726,15 @@ async fn gw_2_a_request_for_a_session_answering_another_past_the_grace_is_409() 
     // The first request is still being answered after the second has waited a second
     // for it: the second is 409 SESSION_BUSY (retryable) and enters nothing.
     let rig = Rig::start().await;
-    rig.fake.push(Reply::text("Hello big world"));
-    let first = chat(
-        &rig,
-        &json!({"model": "fake/model", "messages": conversation("be brief", "hi")}),
-    )
-    .await;
-    let session = session_of(&first);
-    first.text().await.unwrap();
+    let session = answered_once(&rig).await;
     rig.fake.push(Reply::Chunks(
         Script::new()
             .delay(std::time::Duration::from_millis(1800))
             .text("slow")
             .finish("stop"),
     ));
-    let mut history = conversation("be brief", "hi");
-    let messages = history.as_array_mut().unwrap();
-    messages.push(json!({"role": "assistant", "content": "Hello big world"}));
-    messages.push(json!({"role": "user", "content": "Q-slow"}));
-    let slow = json!({"model": "fake/model", "messages": history.clone()});
-    history.as_array_mut().unwrap()[3] = json!({"role": "user", "content": "Q-other"});
-    let other = json!({"model": "fake/model", "messages": history});
+    let slow = json!({"model": "fake/model", "messages": next_turn("Q-slow")});
+    let other = json!({"model": "fake/model", "messages": next_turn("Q-other")});
     let (a, b) = tokio::join!(chat(&rig, &slow), async {
         while rig.fake.requests().len() < 2 {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -759,14 +759,7 @@ async fn gw_2_a_request_for_a_session_answering_another_past_the_grace_is_409() 
 /// A conversation's second request, whose answer streams slowly (20 pieces 50 ms
 /// apart), for a client that leaves before it ends.
 async fn slow_second_answer(rig: &Rig, question: &str) -> (String, Value) {
-    rig.fake.push(Reply::text("Hello big world"));
-    let first = chat(
-        rig,
-        &json!({"model": "fake/model", "messages": conversation("be brief", "hi")}),
-    )
-    .await;
-    let session = session_of(&first);
-    first.text().await.unwrap();
+    let session = answered_once(rig).await;
     let mut script = Script::new().text("part ");
     for _ in 0..20 {
         script = script
@@ -774,11 +767,7 @@ async fn slow_second_answer(rig: &Rig, question: &str) -> (String, Value) {
             .text("more ");
     }
     rig.fake.push(Reply::Chunks(script.finish("stop")));
-    let mut history = conversation("be brief", "hi");
-    let messages = history.as_array_mut().unwrap();
-    messages.push(json!({"role": "assistant", "content": "Hello big world"}));
-    messages.push(json!({"role": "user", "content": question}));
-    (session, history)
+    (session, next_turn(question))
 }
 
 /// Waits (up to 5 s) for the session's second turn to end, and returns its log.
@@ -850,12 +839,9 @@ async fn gw_5_a_client_that_leaves_mid_stream_stops_its_turn_and_the_session_is_
     );
     // The client's next message: its transcript without the answer it stopped.
     rig.fake.push(Reply::text("next answer"));
-    let mut next = conversation("be brief", "hi");
-    let messages = next.as_array_mut().unwrap();
-    messages.push(json!({"role": "assistant", "content": "Hello big world"}));
-    messages.push(json!({"role": "user", "content": "Q-next"}));
     let started = std::time::Instant::now();
-    let response = chat(&rig, &json!({"model": "fake/model", "messages": next})).await;
+    let next = json!({"model": "fake/model", "messages": next_turn("Q-next")});
+    let response = chat(&rig, &next).await;
     assert_eq!(response.status().as_u16(), 200);
     assert_eq!(session_of(&response), session);
     let answer: Value = response.json().await.unwrap();
@@ -900,27 +886,14 @@ async fn gw_5_a_client_that_leaves_while_waiting_for_its_session_gets_nothing_st
     // The second request waits for the first's answer; its client gives up first.
     // Once the session is free nothing is entered, forked or asked for it.
     let rig = Rig::start().await;
-    rig.fake.push(Reply::text("Hello big world"));
-    let first = chat(
-        &rig,
-        &json!({"model": "fake/model", "messages": conversation("be brief", "hi")}),
-    )
-    .await;
-    let session = session_of(&first);
-    first.text().await.unwrap();
+    let session = answered_once(&rig).await;
     rig.fake.push(Reply::Chunks(
         Script::new()
             .delay(std::time::Duration::from_millis(600))
             .text("slow")
             .finish("stop"),
     ));
-    let ask = |question: &str| {
-        let mut history = conversation("be brief", "hi");
-        let messages = history.as_array_mut().unwrap();
-        messages.push(json!({"role": "assistant", "content": "Hello big world"}));
-        messages.push(json!({"role": "user", "content": question}));
-        json!({"model": "fake/model", "messages": history})
-    };
+    let ask = |question: &str| json!({"model": "fake/model", "messages": next_turn(question)});
     let (slow_body, gone_body) = (ask("Q-slow"), ask("Q-gone"));
     let (slow, gave_up) = tokio::join!(chat(&rig, &slow_body), async {
         while rig.fake.requests().len() < 2 {
