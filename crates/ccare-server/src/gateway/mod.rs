@@ -222,20 +222,21 @@ fn client_tools(body: &ChatRequest) -> Result<Vec<ccare_llm::ToolSpec>, RouteRep
 }
 
 /// The `tool` messages that answer the calls the session awaits, as its
-/// `ToolResults`; a 400 `TOOL_RESULTS_MISMATCH` naming the call otherwise.
+/// `ToolResults`, and what the client wrote after them (its user's words, an agent's
+/// environment details), as the message the resumed turn reads next; a 400
+/// `TOOL_RESULTS_MISMATCH` naming the call otherwise.
 fn tool_results(
     new: &[wire::ChatMessage],
     seen: usize,
     awaiting: &[String],
-) -> Result<Vec<CallerResult>, RouteReply> {
-    let mut results = Vec::with_capacity(new.len());
-    for (index, message) in new.iter().enumerate() {
-        if message.role != "tool" {
-            return Err(refusal::bad_transcript(format!(
-                "messages: the session awaits results for the tool calls {awaiting:?}; a {:?} message cannot come before them (new message {index})",
-                message.role
-            )));
-        }
+) -> Result<(Vec<CallerResult>, Option<ccare_core::Message>), RouteReply> {
+    let answered = new
+        .iter()
+        .position(|message| message.role != "tool")
+        .unwrap_or(new.len());
+    let (answers, after) = new.split_at(answered);
+    let mut results = Vec::with_capacity(answers.len());
+    for (index, message) in answers.iter().enumerate() {
         let Some(call_id) = message.tool_call_id.clone() else {
             return Err(refusal::bad_transcript(format!(
                 "messages: the tool message (new message {index}) has no tool_call_id"
@@ -272,6 +273,12 @@ fn tool_results(
         .filter(|id| results.iter().all(|result| &result.call_id != *id))
         .collect();
     if !missing.is_empty() {
+        if let Some(message) = after.first() {
+            return Err(refusal::bad_transcript(format!(
+                "messages: the session awaits results for the tool calls {missing:?}; a {:?} message cannot come before them (new message {answered})",
+                message.role
+            )));
+        }
         return Err(refusal::refuse(
             400,
             TOOL_RESULTS_MISMATCH,
@@ -280,7 +287,11 @@ fn tool_results(
             ),
         ));
     }
-    Ok(results)
+    if after.is_empty() {
+        return Ok((results, None));
+    }
+    let next = new_message(after, seen + answered)?;
+    Ok((results, Some(next)))
 }
 
 /// The message the session is given: the blocks of each new client message (system
@@ -461,7 +472,7 @@ async fn completions(
         }
     } else {
         match tool_results(new, seen, &awaiting) {
-            Ok(results) => Input::Results(results),
+            Ok((results, next)) => Input::Results(results, next),
             Err(reply) => return named(reply, &found),
         }
     };
@@ -497,8 +508,12 @@ async fn completions(
     };
     let session = handle.session().id().as_str().to_owned();
     let hidden = hidden_for(&body, &handle.agent().host().tool_names());
+    let mut read_next = None;
     let command = match input {
-        Input::Results(results) => Command::ToolResults(results),
+        Input::Results(results, next) => {
+            read_next = next;
+            Command::ToolResults(results)
+        }
         Input::Message(message) if tools.is_empty() => Command::UserInput {
             message,
             options: None,
@@ -535,6 +550,7 @@ async fn completions(
         model,
         credential,
         command,
+        read_next,
         recording,
     };
     let reply = run(handle, &body, turn, &request.gone).await;
@@ -690,8 +706,8 @@ fn created_here(meta_json: &str) -> bool {
 enum Input {
     /// A new user message.
     Message(ccare_core::Message),
-    /// The results of the calls it awaits.
-    Results(Vec<CallerResult>),
+    /// The results of the calls it awaits, and what the client wrote after them.
+    Results(Vec<CallerResult>, Option<ccare_core::Message>),
 }
 
 /// Our code (never sent) of a request whose client went away before its answer.
@@ -717,6 +733,9 @@ struct Turn {
     credential: Option<ccare_llm::ApiCredential>,
     /// What it sends the session.
     command: Command,
+    /// With tool results: what the client wrote after them, which the resumed turn
+    /// reads at its next step.
+    read_next: Option<ccare_core::Message>,
     /// What its answer records.
     recording: Recording,
 }
@@ -735,6 +754,7 @@ async fn run(
         model,
         credential,
         command,
+        read_next,
         recording,
     } = turn;
     // Results for an awaiting step wait for its driver to let go (`tool_results`). A
@@ -772,6 +792,13 @@ async fn run(
     }
     let after = handle.session().head().checked_sub(1);
     let stream = handle.agent().subscribe_from(after);
+    // Queued (durably) before the results resume the turn, for the step after them:
+    // the model reads the results, then the client's words, as the client sent them.
+    if let Some(message) = read_next
+        && let Err(error) = handle.agent().send(Command::Inject(message)).await
+    {
+        return refusal::from_api(errors::command_error(&error));
+    }
     if let Err(error) = handle.agent().send(command).await {
         return refusal::from_api(errors::command_error(&error));
     }

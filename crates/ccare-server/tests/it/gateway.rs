@@ -1204,6 +1204,96 @@ async fn gw_4_client_tool_calls_go_back_to_the_client_and_results_resume_the_tur
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_4_tool_results_followed_by_the_clients_words_resume_the_turn_with_both() {
+    // An agent sends its tool results and, after them, its user's words (or its
+    // environment details) in one request, as OpenAI's API takes them: the turn
+    // resumes with the results, and its next model request reads the words after
+    // them. Results may come in any order.
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(
+                0,
+                Some("call_1"),
+                Some("get_weather"),
+                "{\"city\":\"Paris\"}",
+            )
+            .tool_call(
+                1,
+                Some("call_2"),
+                Some("get_weather"),
+                "{\"city\":\"Rome\"}",
+            )
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::text("Both sunny"));
+    let mut history = conversation("be brief", "weather?");
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    let session = session_of(&first);
+    let answer: Value = first.json().await.unwrap();
+    let messages = history.as_array_mut().unwrap();
+    messages.push(answer["choices"][0]["message"].clone());
+    // A result before the other call's result is answered is refused.
+    let mut early = messages.clone();
+    early.push(json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny in Paris"}));
+    early.push(json!({"role": "user", "content": "hurry"}));
+    early.push(json!({"role": "tool", "tool_call_id": "call_2", "content": "sunny in Rome"}));
+    let refused = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": early, "tools": weather_tool()}),
+    )
+    .await;
+    assert_eq!(refused.status().as_u16(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(
+        body["error"]["message"],
+        r#"messages: the session awaits results for the tool calls ["call_2"]; a "user" message cannot come before them (new message 1)"#
+    );
+    messages.push(json!({"role": "tool", "tool_call_id": "call_2", "content": "sunny in Rome"}));
+    messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny in Paris"}));
+    messages.push(json!({"role": "user", "content": "also say hi"}));
+    let second = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    assert_eq!(second.status().as_u16(), 200);
+    assert_eq!(session_of(&second), session);
+    let answer: Value = second.json().await.unwrap();
+    assert_eq!(answer["choices"][0]["message"]["content"], "Both sunny");
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 2);
+    let sent = requests[1].body["messages"].as_array().unwrap();
+    assert_eq!(
+        sent[sent.len() - 3..],
+        [
+            json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny in Paris"}),
+            json!({"role": "tool", "tool_call_id": "call_2", "content": "sunny in Rome"}),
+            json!({"role": "user", "content": "also say hi"}),
+        ]
+    );
+    // The conversation goes on in the same session.
+    let messages = history.as_array_mut().unwrap();
+    messages.push(answer["choices"][0]["message"].clone());
+    messages.push(json!({"role": "user", "content": "thanks"}));
+    rig.fake.push(Reply::text("welcome"));
+    let third = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    assert_eq!(third.status().as_u16(), 200);
+    assert_eq!(session_of(&third), session);
+    let exported = export(&rig, &session).await;
+    assert_eq!(exported.matches("also say hi").count(), 1, "{exported}");
+    assert_eq!(exported.matches(r#""type":"user/message""#).count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_4_host_tools_run_server_side_and_a_stream_carries_only_client_calls() {
     let rig = Rig::start().await;
     rig.fake.push(Reply::Chunks(
