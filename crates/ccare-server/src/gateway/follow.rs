@@ -29,7 +29,9 @@ use ccare_core::{ContentBlock, LlmFailure, TokenUsage};
 use ccare_llm::Chunk;
 use tokio::sync::mpsc;
 
-use crate::gateway::view::{ClientView, Prior, TurnMark, Views, calls_suffix, next_hash};
+use crate::gateway::view::{
+    ClientView, Prior, TurnMark, Views, answer_text, calls_suffix, next_hash,
+};
 use crate::gateway::wire::{FunctionCall, ToolCallOut};
 
 /// What the follower reports, in order: pieces, then one [`Item::End`].
@@ -289,7 +291,7 @@ pub(crate) async fn follow(
                 )
             })
             .collect();
-        let text = format!("{}{}", outcome.text, calls_suffix(&called));
+        let text = format!("{}{}", answer_text(&outcome.text), calls_suffix(&called));
         hashes.push(next_hash(&previous, "assistant", &text));
         let mut marks = recording.marks;
         if let Some(seq) = outcome.end_seq {

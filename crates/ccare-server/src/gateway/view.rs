@@ -62,6 +62,14 @@ impl ClientView {
     }
 }
 
+/// An answer's text as the hash sees it: without the whitespace around it. Clients
+/// keep the answers they are sent, but many strip them (`.strip()`, `.trim()`, a
+/// reasoning model's leading blank lines dropped), and a stripped answer must still
+/// extend the view it came from, or every request would start a new session.
+pub(crate) fn answer_text(text: &str) -> &str {
+    text.trim()
+}
+
 /// The role as the hash sees it: `developer` is OpenAI's new name for `system`.
 fn normalized_role(role: &str) -> &str {
     match role {
@@ -89,6 +97,9 @@ pub(crate) fn chain(messages: &[ChatMessage]) -> Vec<String> {
     for message in messages {
         let previous = hashes.last().map(String::as_str).unwrap_or("");
         let mut text = super::parts::hashed_parts(message).unwrap_or_else(|| message.text());
+        if message.role == "assistant" {
+            text = answer_text(&text).to_owned();
+        }
         if let Some(call) = &message.tool_call_id {
             text.push_str("\u{0}call:");
             text.push_str(call);

@@ -919,6 +919,40 @@ async fn gw_5_a_client_that_leaves_while_waiting_for_its_session_gets_nothing_st
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_2_a_client_that_strips_its_answers_whitespace_continues_its_session() {
+    // Answers come with whitespace around them (a reasoning model's leading blank
+    // lines, a closing newline); a client that strips them when it keeps them sends
+    // them back without it. Its conversation stays one session.
+    let rig = Rig::start().await;
+    let mut history = conversation("be brief", "hi");
+    let mut sessions = Vec::new();
+    for turn in 0..3 {
+        rig.fake.push(Reply::Chunks(
+            Script::new()
+                .text("\n\nHello ")
+                .text("big world\n")
+                .finish("stop"),
+        ));
+        let response = chat(&rig, &json!({"model": "fake/model", "messages": history})).await;
+        assert_eq!(response.status().as_u16(), 200);
+        sessions.push(session_of(&response));
+        let answer: Value = response.json().await.unwrap();
+        assert_eq!(
+            answer["choices"][0]["message"]["content"],
+            "\n\nHello big world\n"
+        );
+        let messages = history.as_array_mut().unwrap();
+        messages.push(json!({"role": "assistant", "content": "Hello big world"}));
+        messages.push(json!({"role": "user", "content": format!("next {turn}")}));
+    }
+    assert!(sessions.iter().all(|id| *id == sessions[0]), "{sessions:?}");
+    let listed: Value = rig.get_json("/api/sessions").await;
+    assert_eq!(listed["total"], 1, "{listed}");
+    let exported = export(&rig, &sessions[0]).await;
+    assert_eq!(exported.matches(r#""type":"user/message""#).count(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_2_conversations_sharing_a_system_prompt_stay_apart() {
     let rig = Rig::start().await;
     for answer in ["one", "two", "three"] {
