@@ -9,7 +9,10 @@
 //! whose view the request does not extend (an edited or regenerated message) is
 //! forked at the last turn end inside the shared prefix (`Sessions::fork`, as
 //! `POST /api/sessions/{id}/fork`) and the fork is continued; a divergence before the
-//! first answer starts a new session. A client key is rebound to the fork.
+//! first answer starts a new session. A client key is rebound to the fork. A key
+//! whose session the request does not continue (several conversations share it: an
+//! end user's id in `user`, a `prompt_cache_key` per prompt template) falls back to
+//! the chain hash, and is rebound to the session found there.
 //!
 //! A session is continued only for its owner (`owner`, GW-1 pass-through): the rows
 //! it is found by are the owner's, and its metadata must name the same owner.
@@ -98,8 +101,46 @@ pub(crate) async fn existing(
             .map_err(store_error)?;
         Ok::<_, RouteReply>((id, stored, record))
     };
+    // The session the message chain names, with the version of the chain row it was
+    // found by (none when found by a fork point).
+    let by_chain = || async {
+        // The longest known prefix that is not the whole request (the last message is
+        // the new one). A client view ends with the gateway's answer, so only prefixes
+        // ending with an assistant message are looked up: one read for a plain
+        // continuation, none for a new conversation.
+        for seen in (1..hashes.len()).rev() {
+            let ends_with_answer = messages
+                .get(seen - 1)
+                .is_some_and(|message| message.role == "assistant");
+            let Some(hash) = hashes.get(seen - 1).filter(|_| ends_with_answer) else {
+                continue;
+            };
+            if let Some(row) = views.session_for_chain(hash).await.map_err(store_error)? {
+                let (id, stored, record) = read(row.session).await?;
+                if stored.view.hashes.len() == seen && stored.view.last() == Some(hash.as_str()) {
+                    return Ok(Some(((id, stored, record), Some(row.version))));
+                }
+            }
+        }
+        // No view ends there: an edited or regenerated message after a turn end of a
+        // known session (its fork point).
+        for seen in (1..hashes.len()).rev() {
+            let ends_with_answer = messages
+                .get(seen - 1)
+                .is_some_and(|message| message.role == "assistant");
+            let Some(hash) = hashes.get(seen - 1).filter(|_| ends_with_answer) else {
+                continue;
+            };
+            if let Some(id) = views.session_for_mark(hash).await.map_err(store_error)? {
+                return Ok(Some((read(id).await?, None)));
+            }
+        }
+        Ok::<_, RouteReply>(None)
+    };
     // The version of the chain row the session was found by, when it was.
     let mut chain = None;
+    // Whether the request's key is to name the session found (it named another).
+    let mut rebind = false;
     let (id, stored, record) = match identity {
         Identity::Session(text) => {
             let id = SessionId::new(text.clone()).map_err(|error| {
@@ -107,54 +148,37 @@ pub(crate) async fn existing(
             })?;
             read(id).await?
         }
-        Identity::Key(key) => match views.session_for_key(key).await.map_err(store_error)? {
-            Some(id) => read(id).await?,
-            None => return Ok(None),
-        },
-        Identity::Chain => {
-            let mut found = None;
-            // The longest known prefix that is not the whole request (the last
-            // message is the new one). A client view ends with the gateway's answer,
-            // so only prefixes ending with an assistant message are looked up: one
-            // read for a plain continuation, none for a new conversation.
-            for seen in (1..hashes.len()).rev() {
-                let ends_with_answer = messages
-                    .get(seen - 1)
-                    .is_some_and(|message| message.role == "assistant");
-                let Some(hash) = hashes.get(seen - 1).filter(|_| ends_with_answer) else {
-                    continue;
-                };
-                if let Some(row) = views.session_for_chain(hash).await.map_err(store_error)? {
-                    let (id, stored, record) = read(row.session).await?;
-                    if stored.view.hashes.len() == seen && stored.view.last() == Some(hash.as_str())
-                    {
-                        chain = Some(row.version);
-                        found = Some((id, stored, record));
-                        break;
+        Identity::Key(key) => {
+            let keyed = match views.session_for_key(key).await.map_err(store_error)? {
+                Some(id) => Some(read(id).await?),
+                None => None,
+            };
+            match keyed {
+                Some(keyed) if continues(&keyed.1.view, hashes) => keyed,
+                // A key several conversations share (an end user's id in `user`, a
+                // `prompt_cache_key` per prompt template, OpenAI's advice for it)
+                // names the last one used: the chain finds the one this request
+                // continues, and the key names it from now on.
+                keyed => match by_chain().await? {
+                    Some((found, version)) => {
+                        chain = version;
+                        rebind = keyed.as_ref().is_none_or(|keyed| keyed.0 != found.0);
+                        found
                     }
-                }
-            }
-            // No view ends there: an edited or regenerated message after a turn end
-            // of a known session (its fork point).
-            if found.is_none() {
-                for seen in (1..hashes.len()).rev() {
-                    let ends_with_answer = messages
-                        .get(seen - 1)
-                        .is_some_and(|message| message.role == "assistant");
-                    let Some(hash) = hashes.get(seen - 1).filter(|_| ends_with_answer) else {
-                        continue;
-                    };
-                    if let Some(id) = views.session_for_mark(hash).await.map_err(store_error)? {
-                        found = Some(read(id).await?);
-                        break;
-                    }
-                }
-            }
-            match found {
-                Some(found) => found,
-                None => return Ok(None),
+                    None => match keyed {
+                        Some(keyed) => keyed,
+                        None => return Ok(None),
+                    },
+                },
             }
         }
+        Identity::Chain => match by_chain().await? {
+            Some((found, version)) => {
+                chain = version;
+                found
+            }
+            None => return Ok(None),
+        },
     };
     // GW-1 tenancy: only the owner continues a session. Another owner's session is
     // not found: an explicit id answers exactly as an unknown one, anything else
@@ -167,6 +191,9 @@ pub(crate) async fn existing(
             ))),
             Identity::Key(_) | Identity::Chain => Ok(None),
         };
+    }
+    if rebind && let Identity::Key(key) = identity {
+        views.rebind_key(key, &id).await.map_err(store_error)?;
     }
     let prior = Prior::Read {
         version: stored.version,
@@ -240,6 +267,11 @@ fn fork_point(view: &ClientView, hashes: &[String]) -> Option<TurnMark> {
         .copied()
         .filter(|mark| mark.messages <= shared && mark.messages < hashes.len())
         .max_by_key(|mark| mark.messages)
+}
+
+/// Whether the request continues `view`: extends it, or forks it at a turn end.
+fn continues(view: &ClientView, hashes: &[String]) -> bool {
+    extends(view, hashes).is_some() || fork_point(view, hashes).is_some()
 }
 
 /// How many of the request's messages `view` holds, when the request extends it.

@@ -3,6 +3,8 @@
 //! against OpenAI's shapes, sessions found and continued from the message chain, and
 //! refusals the SDKs do not retry. Continuations are read back through `export`.
 
+use std::collections::BTreeMap;
+
 use ccare_fake_openai::{Reply, Script, openai_usage};
 use serde_json::{Value, json};
 
@@ -1029,6 +1031,47 @@ async fn gw_2_identical_conversations_continue_the_newest() {
     );
     assert!(export(&rig, &sessions[1]).await.contains("and then?"));
     assert!(!export(&rig, &sessions[0]).await.contains("and then?"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_2_a_key_two_conversations_share_continues_each_by_its_messages() {
+    // `user` (an end user's id) and `prompt_cache_key` (per prompt template, as
+    // OpenAI advises) are often shared by several conversations. The key names the
+    // last one used; a request that continues another is found by its messages, and
+    // the key names that one from then on.
+    let rig = Rig::start().await;
+    let ask = |thread: &str, turns: usize| {
+        let mut messages = vec![
+            json!({"role": "system", "content": "s"}),
+            json!({"role": "user", "content": format!("{thread}-0")}),
+        ];
+        for turn in 1..turns {
+            messages.push(
+                json!({"role": "assistant", "content": format!("{thread}-answer-{}", turn - 1)}),
+            );
+            messages.push(json!({"role": "user", "content": format!("{thread}-{turn}")}));
+        }
+        json!({"model": "fake/model", "user": "end-user-7", "messages": messages})
+    };
+    let mut sessions = BTreeMap::new();
+    for (thread, turns) in [("A", 1), ("B", 1), ("A", 2), ("B", 2), ("A", 3)] {
+        rig.fake
+            .push(Reply::text(&format!("{thread}-answer-{}", turns - 1)));
+        let response = chat(&rig, &ask(thread, turns)).await;
+        assert_eq!(response.status().as_u16(), 200);
+        let session = session_of(&response);
+        assert_eq!(
+            *sessions.entry(thread).or_insert_with(|| session.clone()),
+            session,
+            "thread {thread}, turn {turns}"
+        );
+        response.text().await.unwrap();
+    }
+    let listed: Value = rig.get_json("/api/sessions").await;
+    assert_eq!(listed["total"], 2, "{listed}");
+    let a = export(&rig, &sessions["A"]).await;
+    assert_eq!(a.matches(r#""type":"user/message""#).count(), 3, "{a}");
+    assert!(!a.contains("B-0"), "{a}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
