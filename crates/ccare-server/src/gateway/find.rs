@@ -105,16 +105,8 @@ pub(crate) async fn existing(
     // found by (none when found by a fork point).
     let by_chain = || async {
         // The longest known prefix that is not the whole request (the last message is
-        // the new one). A client view ends with the gateway's answer, so only prefixes
-        // ending with an assistant message are looked up: one read for a plain
-        // continuation, none for a new conversation.
-        for seen in (1..hashes.len()).rev() {
-            let ends_with_answer = messages
-                .get(seen - 1)
-                .is_some_and(|message| message.role == "assistant");
-            let Some(hash) = hashes.get(seen - 1).filter(|_| ends_with_answer) else {
-                continue;
-            };
+        // the new one).
+        for (seen, hash) in answer_prefixes(messages, hashes) {
             if let Some(row) = views.session_for_chain(hash).await.map_err(store_error)? {
                 let (id, stored, record) = read(row.session).await?;
                 if stored.view.hashes.len() == seen && stored.view.last() == Some(hash.as_str()) {
@@ -124,13 +116,7 @@ pub(crate) async fn existing(
         }
         // No view ends there: an edited or regenerated message after a turn end of a
         // known session (its fork point).
-        for seen in (1..hashes.len()).rev() {
-            let ends_with_answer = messages
-                .get(seen - 1)
-                .is_some_and(|message| message.role == "assistant");
-            let Some(hash) = hashes.get(seen - 1).filter(|_| ends_with_answer) else {
-                continue;
-            };
+        for (_, hash) in answer_prefixes(messages, hashes) {
             if let Some(id) = views.session_for_mark(hash).await.map_err(store_error)? {
                 return Ok(Some((read(id).await?, None)));
             }
@@ -267,6 +253,26 @@ fn fork_point(view: &ClientView, hashes: &[String]) -> Option<TurnMark> {
         .copied()
         .filter(|mark| mark.messages <= shared && mark.messages < hashes.len())
         .max_by_key(|mark| mark.messages)
+}
+
+/// The request's prefixes a client view can end with, longest first, as (how many
+/// messages, the chain hash after them): a view ends with the gateway's answer, so
+/// only prefixes ending with an assistant message, and never the whole request (its
+/// last message is the new one). One lookup for a plain continuation, none for a new
+/// conversation.
+fn answer_prefixes<'a>(
+    messages: &'a [ChatMessage],
+    hashes: &'a [String],
+) -> impl Iterator<Item = (usize, &'a String)> {
+    (1..hashes.len()).rev().filter_map(move |seen| {
+        let ends_with_answer = messages
+            .get(seen - 1)
+            .is_some_and(|message| message.role == "assistant");
+        hashes
+            .get(seen - 1)
+            .filter(|_| ends_with_answer)
+            .map(|hash| (seen, hash))
+    })
 }
 
 /// Whether the request continues `view`: extends it, or forks it at a turn end.

@@ -508,26 +508,26 @@ async fn completions(
     };
     let session = handle.session().id().as_str().to_owned();
     let hidden = hidden_for(&body, &handle.agent().host().tool_names());
-    let mut read_next = None;
-    let command = match input {
-        Input::Results(results, next) => {
-            read_next = next;
-            Command::ToolResults(results)
-        }
-        Input::Message(message) if tools.is_empty() => Command::UserInput {
-            message,
-            options: None,
-        },
+    let (command, read_next) = match input {
+        Input::Results(results, next) => (Command::ToolResults(results), next),
+        Input::Message(message) if tools.is_empty() => (
+            Command::UserInput {
+                message,
+                options: None,
+            },
+            None,
+        ),
         Input::Message(message) => {
             // The kernel's message declaring the tools (names checked against the
             // host tools a gateway session offers), with the client's blocks.
             match crate::api::commands::message_with_tools(&handle, String::new(), tools, &hidden) {
                 Ok(mut declared) => {
                     declared.content = message.content;
-                    Command::UserInput {
+                    let command = Command::UserInput {
                         message: declared,
                         options: None,
-                    }
+                    };
+                    (command, None)
                 }
                 Err(reply) => {
                     return refusal::from_api(reply).with_header(SESSION_HEADER, session);

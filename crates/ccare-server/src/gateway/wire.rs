@@ -376,16 +376,6 @@ impl ChatMessage {
                 .join(""),
         }
     }
-
-    /// Whether the message carries tool calls (`null` and `[]` carry none, as SDKs
-    /// send them for plain answers).
-    pub fn has_tool_calls(&self) -> bool {
-        self.tool_calls.as_ref().is_some_and(|calls| match calls {
-            serde_json::Value::Null => false,
-            serde_json::Value::Array(calls) => !calls.is_empty(),
-            _ => true,
-        })
-    }
 }
 
 /// `GET /v1/models`'s answer.
