@@ -302,6 +302,7 @@ impl Care {
         if self.sessions.lock().contains_key(session) {
             return Ok(());
         }
+        self.journal.keep_resident(session).await?;
         let controller = self.replayed_controller(session).await?;
         self.sessions
             .lock()
@@ -372,6 +373,7 @@ impl Care {
     /// its next use rebuilds it from the store.
     pub(crate) fn forget_session(&self, session: &SessionId) {
         self.sessions.lock().remove(session);
+        self.journal.release(session);
     }
 
     /// How many sessions this process holds per-session state for.

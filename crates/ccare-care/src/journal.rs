@@ -28,6 +28,7 @@
 
 mod digest;
 pub mod records;
+mod residency;
 mod stamps;
 
 pub(crate) use digest::{DigestCache, JournalDigest};
@@ -108,7 +109,9 @@ pub struct RequestJournal {
     keep: u64,
     /// Each session's write stamp ([`stamps`]): a reader that read it before a flush
     /// and sees it unchanged later knows the session's records have not changed since.
-    stamps: stamps::Stamps,
+    stamps: Arc<stamps::Stamps>,
+    /// The sessions whose rows memory holds ([`residency`]).
+    residency: Arc<residency::Residency>,
 }
 
 impl std::fmt::Debug for RequestJournal {
@@ -153,7 +156,8 @@ impl RequestJournal {
             domain: OnceCell::new(),
             dispatch_order: AtomicU64::new(0),
             keep: crate::config::DEFAULT_JOURNAL_KEEP,
-            stamps: stamps::Stamps::default(),
+            stamps: Arc::default(),
+            residency: Arc::default(),
         }
     }
 
@@ -218,9 +222,46 @@ impl RequestJournal {
                     .max()
                     .unwrap_or(0);
                 self.dispatch_order.store(largest, Ordering::SeqCst);
+                // Every row was loaded to be indexed and trimmed; memory keeps only the
+                // sessions this process drives from now on ([`residency`]).
+                table.evict_prefix("");
+                domain.table(SESSION_INDEX_TABLE)?.evict_prefix("");
                 Ok(domain)
             })
             .await
+    }
+
+    /// Keeps `session`'s records in memory, loading them from the store the first time
+    /// ([`residency`]): for a session this process drives, until
+    /// [`RequestJournal::release`]. The journal's writes of a session call it first.
+    pub async fn keep_resident(&self, session: &SessionId) -> Result<(), DomainError> {
+        let domain = self.open().await?;
+        self.residency.keep(domain, session.as_str()).await
+    }
+
+    /// Lets `session`'s records leave memory (its actor stopped): they are evicted
+    /// once its queued writes have settled, unless it is kept resident again first or
+    /// a call of it is still in flight (its last phase evicts them then). Nothing
+    /// stored changes; a later [`RequestJournal::list`] reads the store.
+    pub fn release(&self, session: &SessionId) {
+        let Some(domain) = self.domain.get() else {
+            return;
+        };
+        if self.residency.release(session.as_str()) {
+            residency::evict_later(&self.residency, &self.stamps, domain, session.as_str());
+        }
+    }
+
+    /// How many of the journal's rows (records and index rows) memory holds now.
+    pub fn rows_in_memory(&self) -> usize {
+        let Some(domain) = self.domain.get() else {
+            return 0;
+        };
+        [JOURNAL_TABLE, SESSION_INDEX_TABLE]
+            .into_iter()
+            .filter_map(|name| domain.table(name).ok())
+            .map(|table| table.count(""))
+            .sum()
     }
 
     /// Queues the `ready` record of a call (CC-JNL-2): `record` and `phase:'ready'`.
@@ -230,6 +271,7 @@ impl RequestJournal {
         at: i64,
         record: &RequestRecord,
     ) -> Result<(), DomainError> {
+        self.keep_resident(session).await?;
         let table = self.open().await?.table(JOURNAL_TABLE)?;
         let mut data = match serde_json::to_value(record) {
             Ok(Value::Object(data)) => data,
@@ -322,6 +364,14 @@ impl RequestJournal {
                 Some(record)
             })
         })?;
+        // The last phase of a call whose session was released while it ran: its rows
+        // leave memory now.
+        if last
+            && let Some(session) = session.as_deref()
+            && !self.residency.is_marked(session)
+        {
+            residency::evict_later(&self.residency, &self.stamps, domain, session);
+        }
         Ok(())
     }
 
@@ -334,6 +384,7 @@ impl RequestJournal {
         at: i64,
         data: Value,
     ) -> Result<(), DomainError> {
+        self.keep_resident(session).await?;
         let table = self.open().await?.table(JOURNAL_TABLE)?;
         let key = format!("action_{operation_id}");
         self.writing(Some(session.as_str()), || {
@@ -480,32 +531,56 @@ impl RequestJournal {
     }
 
     /// The session's acknowledged records, by `at`, then by key (CC-JNL-1 `list`): the
-    /// records its index rows name, read by key.
+    /// records its index rows name, read by key — from memory for a resident session,
+    /// else from the store, keeping nothing ([`residency`]).
     pub async fn list(&self, session: &SessionId) -> Result<Vec<JournalEntry>, DomainError> {
         let domain = self.open().await?;
         let table = domain.table(JOURNAL_TABLE)?;
         let index = domain.table(SESSION_INDEX_TABLE)?;
         let prefix = index_key(session.as_str(), "");
-        let mut entries: Vec<JournalEntry> = index
-            .entries(&prefix)
-            .into_iter()
-            .filter_map(|(row, _)| {
-                let key = row.strip_prefix(&prefix)?;
-                let record = table.get(key)?;
-                let head = view::<RecordHead<'_>>(&record)?;
-                (head.session_id == session.as_str())
-                    .then_some((head.at, head.kind))
-                    .map(|(at, kind)| JournalEntry {
-                        key: key.to_owned(),
-                        at,
-                        kind,
-                        record,
+        let mut entries: Vec<JournalEntry> =
+            if self.residency.is_resident(domain, session.as_str()).await? {
+                index
+                    .entries(&prefix)
+                    .into_iter()
+                    .filter_map(|(row, _)| {
+                        let key = row.strip_prefix(&prefix)?;
+                        entry(session, key, table.get(key)?)
                     })
-            })
-            .collect();
+                    .collect()
+            } else {
+                let mut entries = Vec::new();
+                for (row, _) in index.stored_prefix(&prefix).await? {
+                    let Some(key) = row.strip_prefix(&prefix) else {
+                        continue;
+                    };
+                    if let Some(entry) = table
+                        .stored(key)
+                        .await?
+                        .and_then(|record| entry(session, key, record))
+                    {
+                        entries.push(entry);
+                    }
+                }
+                entries
+            };
         entries.sort_by(|a, b| a.at.cmp(&b.at).then_with(|| a.key.cmp(&b.key)));
         Ok(entries)
     }
+}
+
+/// The entry of `session`'s record `key`; `None` when the record belongs to another
+/// session or has no readable head.
+fn entry(session: &SessionId, key: &str, record: Arc<Value>) -> Option<JournalEntry> {
+    let head = view::<RecordHead<'_>>(&record)?;
+    (head.session_id == session.as_str())
+        .then_some((head.at, head.kind))
+        .map(|(at, kind)| JournalEntry {
+            key: key.to_owned(),
+            at,
+            kind,
+            record,
+        })
 }
 
 /// The session's acknowledged index rows of `kind`, oldest first (by `at`, then key):
@@ -587,5 +662,156 @@ pub fn calibration_record(entry: &JournalEntry) -> CalibrationRecord {
         header_key: text(request.calibration_header_key),
         raw_input: request.raw_input,
         usage: request.usage,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use ccare_agent::domains::Domains;
+    use ccare_agent::{SettledOutcome, Settlement};
+    use ccare_core::SessionId;
+    use ccare_store::{MemoryStore, Store};
+
+    use super::RequestJournal;
+    use super::records::{RecordRoute, RequestRecord, SourceHeader};
+    use crate::pricing::{PricingBasis, RawInput};
+
+    fn journal(store: &Arc<dyn Store>) -> RequestJournal {
+        RequestJournal::new(Domains::new(Arc::clone(store)).for_owner("context-care"))
+    }
+
+    fn record(call_id: &str) -> RequestRecord {
+        RequestRecord {
+            call_id: call_id.to_owned(),
+            log_revision: 3,
+            source_seqs: vec![1, 2],
+            source_header: SourceHeader {
+                provider: "p".to_owned(),
+                model: "m".to_owned(),
+                reasoning_effort: None,
+                temperature: None,
+                max_tokens: None,
+            },
+            source_messages_hash: "s".repeat(64),
+            purpose: "conversation".to_owned(),
+            route: RecordRoute {
+                provider: "p".to_owned(),
+                model: "m".to_owned(),
+                max_tokens: None,
+                reasoning_effort: None,
+                temperature: None,
+            },
+            input_hash: "i".repeat(64),
+            pricing_basis: PricingBasis::UncalibratedEstimate,
+            budget: None,
+            assessment: crate::budget::assess(100, None),
+            raw_input: RawInput {
+                text_tokens: 100,
+                visual_tokens: 0,
+            },
+            tools_tokens: 0,
+            input_tokens: 100,
+            calibration_header_key: "k".repeat(64),
+        }
+    }
+
+    fn settlement(call_id: &str) -> Settlement {
+        Settlement {
+            call_id: call_id.to_owned(),
+            attempt: 1,
+            outcome: SettledOutcome::Completed,
+            event_seq: 4,
+            event_type: "assistant/message",
+            usage: None,
+        }
+    }
+
+    /// Lets spawned eviction tasks run, then reads how many rows memory holds.
+    async fn rows_after_evictions(journal: &RequestJournal) -> usize {
+        for _ in 0..10 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        journal.rows_in_memory()
+    }
+
+    /// What `list` gives, as (key, phase).
+    async fn listed(journal: &RequestJournal, session: &SessionId) -> Vec<(String, String)> {
+        journal
+            .list(session)
+            .await
+            .unwrap()
+            .iter()
+            .map(|entry| {
+                let phase = entry.data()["phase"].as_str().unwrap_or("").to_owned();
+                (entry.key.clone(), phase)
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_released_session_leaves_memory_and_lists_the_same_from_the_store() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let journal = journal(&store);
+        let (one, two) = (
+            SessionId::new("s-one").unwrap(),
+            SessionId::new("s-two").unwrap(),
+        );
+        journal.ready(&one, 1, &record("c1")).await.unwrap();
+        journal.settled(&settlement("c1")).unwrap();
+        journal.ready(&two, 2, &record("c2")).await.unwrap();
+        journal.flush().await.unwrap();
+        let before = listed(&journal, &one).await;
+        assert_eq!(before, vec![("call_c1".to_owned(), "settled".to_owned())]);
+        assert_eq!(journal.rows_in_memory(), 4);
+
+        journal.release(&one);
+        assert_eq!(
+            rows_after_evictions(&journal).await,
+            2,
+            "only s-two's rows stay"
+        );
+        assert_eq!(listed(&journal, &one).await, before, "read from the store");
+        assert_eq!(journal.rows_in_memory(), 2, "a store read keeps nothing");
+
+        journal.keep_resident(&one).await.unwrap();
+        assert_eq!(journal.rows_in_memory(), 4);
+        assert_eq!(listed(&journal, &one).await, before);
+
+        // A new process: every row is read once at open, then only the sessions it
+        // drives stay in memory.
+        let reopened = self::journal(&store);
+        assert_eq!(listed(&reopened, &two).await.len(), 1);
+        assert_eq!(reopened.rows_in_memory(), 0);
+        reopened.keep_resident(&two).await.unwrap();
+        assert_eq!(reopened.rows_in_memory(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_session_released_with_a_call_in_flight_keeps_its_rows_until_the_last_phase() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let journal = journal(&store);
+        let session = SessionId::new("s-one").unwrap();
+        journal.ready(&session, 1, &record("c1")).await.unwrap();
+        journal.dispatched("c1").unwrap();
+        journal.flush().await.unwrap();
+
+        journal.release(&session);
+        assert_eq!(
+            rows_after_evictions(&journal).await,
+            2,
+            "the call's settlement patches its record in memory"
+        );
+        journal.settled(&settlement("c1")).unwrap();
+        journal.flush().await.unwrap();
+        assert_eq!(rows_after_evictions(&journal).await, 0);
+        assert_eq!(
+            listed(&journal, &session).await,
+            vec![("call_c1".to_owned(), "settled".to_owned())],
+            "the settlement is durable"
+        );
     }
 }

@@ -85,6 +85,13 @@ impl ContextCare {
         Some(self.mounted.get()?.session_count())
     }
 
+    /// How many request-journal rows (records and their index rows) the mounted
+    /// plugin holds in memory: those of the sessions this process drives, not of every
+    /// session ever journaled (`journal/residency.rs`); `None` until mounted.
+    pub fn journal_rows_in_memory(&self) -> Option<usize> {
+        Some(self.mounted.get()?.journal.rows_in_memory())
+    }
+
     /// A fresh sample of `session` (what its next request would cost), appending
     /// nothing; `None` until this handle has been mounted.
     pub async fn report(&self, session: &Session) -> Option<Result<ContextReport, CareError>> {

@@ -39,6 +39,16 @@
 //! first `/` segment (e.g. a session id) or by a function of the key. Partitions with
 //! the same name share one queue across tables.
 //!
+//! # Rows in use, not every row
+//!
+//! Every row is loaded at open. A plugin whose rows grow with the sessions it ever saw
+//! (the request journal) keeps only the rows in use: [`Table::evict`] drops idle rows
+//! from memory (the store keeps them; a row with a write queued in its partition
+//! stays), [`Table::load`] / [`Table::load_prefix`] bring stored rows back before the
+//! plugin reads or writes them again, and [`Table::stored`] /
+//! [`Table::stored_prefix`] read the store without keeping anything. Reads stay
+//! synchronous and from memory; an evicted row reads as absent until it is loaded.
+//!
 //! Not done here: cross-row transactions (a migration's rows are written one by one,
 //! so a migration must be safe to rerun), and watching rows written behind the
 //! domain's back (an [`Table::update`] notices them through its CAS loop; a
@@ -68,6 +78,9 @@ const GLOBAL_ROW: &str = "__global";
 const MAX_UPDATE_ATTEMPTS: usize = 16;
 /// Rows per store scan page while loading.
 const SCAN_PAGE: usize = 512;
+/// Rows of the first page of a prefix read ([`Table::load_prefix`],
+/// [`Table::stored_prefix`]).
+const FIRST_PREFIX_PAGE: usize = 64;
 /// Change notifications buffered per subscriber before it lags.
 const CHANGES_CAPACITY: usize = 1024;
 /// Failed writes remembered between flushes; past this the newest are dropped.
@@ -784,6 +797,13 @@ impl Domain {
         self.inner.wait_issued(partition).await;
     }
 
+    /// Waits until every write queued before the call, in `partition` (`None`: in the
+    /// whole domain), is settled, leaving failures for the tickets and
+    /// [`Domain::flush`] to report.
+    pub async fn settled(&self, partition: Option<&str>) {
+        self.inner.wait(partition).await;
+    }
+
     /// Change notifications: one per durable write, after memory shows it.
     pub fn subscribe(&self) -> broadcast::Receiver<DomainChanged> {
         self.inner.changes.subscribe()
@@ -858,6 +878,178 @@ impl Table {
         rows.range(start.clone()..)
             .take_while(|(row, _)| row.starts_with(&start))
             .count()
+    }
+
+    /// Drops `key`'s acknowledged row from memory; the store keeps it. A row whose
+    /// partition has a write queued or in flight stays. Returns whether a row was
+    /// dropped. Until [`Table::load`] brings it back, readers see the key as absent and
+    /// a write to it works against absence (a put expects no row and fails with
+    /// `CAS_CONFLICT`; an update sees `None`): a plugin evicts only rows it loads again
+    /// before it reads or writes them, so memory holds the rows in use, not every row
+    /// ever written (the journal keeps the records of the sessions it is driving).
+    pub fn evict(&self, key: &str) -> bool {
+        let inner = &self.domain.inner;
+        let state = inner.state.lock();
+        if state.queues.contains_key(&self.partition.queue(key)) {
+            return false;
+        }
+        inner
+            .rows
+            .write()
+            .remove(&row_key(&self.name, key))
+            .is_some()
+    }
+
+    /// [`Table::evict`] of every row whose key starts with `prefix`; returns how many
+    /// were dropped.
+    pub fn evict_prefix(&self, prefix: &str) -> usize {
+        let inner = &self.domain.inner;
+        let state = inner.state.lock();
+        let mut rows = inner.rows.write();
+        let start = row_key(&self.name, prefix);
+        let table_prefix = row_key(&self.name, "");
+        let idle: Vec<String> = rows
+            .range(start.clone()..)
+            .take_while(|(row, _)| row.starts_with(&start))
+            .map(|(row, _)| row.clone())
+            .filter(|row| {
+                row.strip_prefix(&table_prefix)
+                    .is_some_and(|key| !state.queues.contains_key(&self.partition.queue(key)))
+            })
+            .collect();
+        for row in &idle {
+            rows.remove(row);
+        }
+        idle.len()
+    }
+
+    /// Brings `key`'s stored row back into memory when memory holds no row for it and
+    /// no write is queued in its partition (memory then knows better than the store),
+    /// and returns what memory holds for the key after it.
+    pub async fn load(&self, key: &str) -> Result<Option<Arc<Value>>, DomainError> {
+        let stored = self.stored_entry(key).await?;
+        if let Some(entry) = stored {
+            self.adopt(vec![(key.to_owned(), entry)]);
+        }
+        Ok(self.get(key))
+    }
+
+    /// [`Table::load`] of every stored row whose key starts with `prefix` (a bounded
+    /// prefix: a session's rows, not a whole table); returns what memory holds under
+    /// the prefix after it, ascending by key.
+    pub async fn load_prefix(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, Arc<Value>)>, DomainError> {
+        let stored = self.stored_entries(prefix).await?;
+        self.adopt(stored);
+        Ok(self.entries(prefix))
+    }
+
+    /// `key`'s value as the store holds it, read from the store; memory is left as it
+    /// is. For readers of rows that may be evicted ([`Table::evict`]) who do not keep
+    /// what they read.
+    pub async fn stored(&self, key: &str) -> Result<Option<Arc<Value>>, DomainError> {
+        let inner = &self.domain.inner;
+        let row = row_key(&self.name, key);
+        match self.stored_entry(key).await? {
+            Some(entry) => Ok(Some(Arc::new(decode(&inner.name, &row, &entry.value)?))),
+            None => Ok(None),
+        }
+    }
+
+    /// [`Table::stored`] of every stored row whose key starts with `prefix`, ascending
+    /// by key.
+    pub async fn stored_prefix(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, Arc<Value>)>, DomainError> {
+        let inner = &self.domain.inner;
+        self.stored_entries(prefix)
+            .await?
+            .into_iter()
+            .map(|(key, entry)| {
+                let value = decode(&inner.name, &row_key(&self.name, &key), &entry.value)?;
+                Ok((key, Arc::new(value)))
+            })
+            .collect()
+    }
+
+    /// `key`'s stored row.
+    async fn stored_entry(&self, key: &str) -> Result<Option<KvEntry>, DomainError> {
+        let inner = &self.domain.inner;
+        let row = checked_row(&inner.name, &self.name, key)?;
+        inner
+            .store
+            .kv_get(&inner.name, &row)
+            .await
+            .map_err(|source| inner.store_error(&self.record(key), source))
+    }
+
+    /// The stored rows whose key starts with `prefix`, by key (the table's prefix
+    /// taken off), read a page at a time.
+    async fn stored_entries(&self, prefix: &str) -> Result<Vec<(String, KvEntry)>, DomainError> {
+        let inner = &self.domain.inner;
+        let start = row_key(&self.name, prefix);
+        let table_prefix = row_key(&self.name, "");
+        let mut rows = Vec::new();
+        let mut after = None;
+        // A short first page: most prefixes (a session's rows) hold few rows or none,
+        // and a store may read a short page more cheaply.
+        let mut limit = FIRST_PREFIX_PAGE;
+        loop {
+            let page = inner
+                .store
+                .kv_scan(
+                    &inner.name,
+                    &start,
+                    KvPage {
+                        after: after.clone(),
+                        limit: Some(limit),
+                    },
+                )
+                .await
+                .map_err(|source| inner.store_error(&self.record(prefix), source))?;
+            let full = page.len() == limit;
+            limit = SCAN_PAGE;
+            after = page.last().map(|(row, _)| row.clone());
+            rows.extend(page.into_iter().filter_map(|(row, entry)| {
+                row.strip_prefix(&table_prefix)
+                    .map(|key| (key.to_owned(), entry))
+            }));
+            if !full || after.is_none() {
+                return Ok(rows);
+            }
+        }
+    }
+
+    /// Puts stored rows (by key) into memory where it holds none and no write is
+    /// queued in the key's partition. A row that is not JSON is left out (a read of it
+    /// through [`Table::stored`] says why).
+    fn adopt(&self, stored: Vec<(String, KvEntry)>) {
+        let inner = &self.domain.inner;
+        let decoded: Vec<(String, String, Row)> = stored
+            .into_iter()
+            .filter_map(|(key, entry)| {
+                let row = row_key(&self.name, &key);
+                let value = decode(&inner.name, &row, &entry.value).ok()?;
+                Some((
+                    key,
+                    row,
+                    Row {
+                        version: entry.version,
+                        value: Arc::new(value),
+                    },
+                ))
+            })
+            .collect();
+        let state = inner.state.lock();
+        let mut rows = inner.rows.write();
+        for (key, row, stored) in decoded {
+            if !state.queues.contains_key(&self.partition.queue(&key)) {
+                rows.entry(row).or_insert(stored);
+            }
+        }
     }
 
     /// Queues writing `value` at `key`, expecting the version memory holds (a row

@@ -280,6 +280,9 @@ impl SqliteStore {
     /// 500 µs took about 0.2 ms off the added first-byte latency with care on (the
     /// polls yield the core, so a busy machine's other threads run first).
     pub const WRITER_SPIN: Duration = Duration::from_micros(500);
+    /// The longest KV scan page read in place on the caller's thread (when a read
+    /// connection is free), like a point read; longer pages go to the blocking pool.
+    pub const INLINE_SCAN_ROWS: usize = 64;
     /// How long the writer polls for what follows a new session (its lease, its first
     /// events) before it commits the session alone. Shorter than
     /// [`SqliteStore::WRITER_SPIN`]: the group is open meanwhile, so a creator that
@@ -554,9 +557,18 @@ impl Store for SqliteStore {
         page: KvPage,
     ) -> StoreFuture<'_, Vec<(String, KvEntry)>> {
         let (domain, prefix) = (domain.to_owned(), prefix.to_owned());
-        self.blocking("kv_scan", move |conn, path| {
-            kv_scan(conn, path, &domain, &prefix, &page)
-        })
+        let inline = page
+            .limit
+            .is_some_and(|limit| limit <= SqliteStore::INLINE_SCAN_ROWS);
+        let scan =
+            move |conn: &mut Connection, path: &Path| kv_scan(conn, path, &domain, &prefix, &page);
+        // A short page (a session's few rows, or none) is read in place like a point
+        // read; a long one on the blocking pool.
+        if inline {
+            self.point("kv_scan", scan)
+        } else {
+            self.blocking("kv_scan", scan)
+        }
     }
 }
 

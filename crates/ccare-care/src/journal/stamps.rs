@@ -101,6 +101,15 @@ impl Stamps {
             .insert(call_id.to_owned(), session.to_owned());
     }
 
+    /// Whether a call of `session` is between its `ready` write and its last phase.
+    pub(crate) fn has_calls(&self, session: &str) -> bool {
+        self.inner
+            .lock()
+            .calls
+            .values()
+            .any(|owner| owner == session)
+    }
+
     /// The session of `call_id`, forgetting it when `last` (its final phase).
     pub(crate) fn session_of(&self, call_id: &str, last: bool) -> Option<String> {
         let mut inner = self.inner.lock();

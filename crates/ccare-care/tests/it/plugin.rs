@@ -146,3 +146,62 @@ async fn a_closed_session_leaves_no_care_state_in_memory_and_comes_back_from_the
         .count();
     assert_eq!(requests, 2, "both requests are journaled, across the close");
 }
+
+/// A closed session's journal records leave memory once their writes settled (a
+/// server that starts a session per client conversation would otherwise keep every
+/// record it ever wrote); its next use reads them back from the store: the next
+/// request is priced on the first one's real usage (CC-PRC-3), and both records stay.
+#[tokio::test]
+async fn a_closed_sessions_journal_leaves_memory_and_its_next_request_reads_it_back() {
+    let rig = rig(
+        concat!(
+            r#"{"text": "one", "usage": {"input": 4900, "cache_read": 100, "output": 12}}"#,
+            "\n",
+            r#"{"text": "two", "usage": {"input": 50, "output": 3}}"#
+        ),
+        json!({}),
+        Some(16_000),
+        true,
+    )
+    .await;
+    assert_eq!(rig.turn("first").await, Some(TurnEndReason::Completed));
+    // Its record and the record's index row.
+    assert_eq!(rig.care.journal_rows_in_memory(), Some(2));
+
+    rig.sessions.close(rig.session.id()).await.unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while rig.care.journal_rows_in_memory() != Some(0) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still in memory: {:?}",
+            rig.care.journal_rows_in_memory()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+
+    let session = rig.sessions.open(rig.session.id()).await.unwrap();
+    let agent = ccare_agent::Agent::new(
+        std::sync::Arc::clone(&rig.host),
+        session,
+        std::sync::Arc::new(ccare_core::SystemClock),
+        ccare_agent::AgentOptions::new("s/small"),
+    );
+    assert_eq!(
+        ccare_agent::testing::turn(&agent, "second").await,
+        Some(TurnEndReason::Completed)
+    );
+    assert_eq!(rig.care.journal_rows_in_memory(), Some(4));
+    let records = rig.journal().await;
+    let data = |order: u64| {
+        records
+            .iter()
+            .map(|(_, record)| &record["data"])
+            .find(|data| data["dispatchOrder"] == order)
+            .unwrap()
+            .clone()
+    };
+    let (first, second) = (data(1), data(2));
+    assert_eq!(first["phase"], "settled");
+    assert_eq!(second["pricingBasis"]["kind"], "usage-calibrated");
+    assert_eq!(second["pricingBasis"]["sampleCallId"], first["callId"]);
+}

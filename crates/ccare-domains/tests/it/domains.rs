@@ -1101,3 +1101,79 @@ async fn h_dom_3_a_write_to_another_row_is_handed_to_the_store_while_the_first_i
         Some(json!(3))
     );
 }
+
+#[tokio::test]
+async fn h_dom_3_evicted_rows_leave_memory_until_loaded_and_rows_being_written_stay() {
+    let store = memory();
+    let domains = Domains::new(Arc::clone(&store));
+    let domain = domains.open(notes_spec(1), "p").await.unwrap();
+    let table = domain.table("by_session").unwrap();
+    table.put("s1/a", json!({"n": 1})).unwrap();
+    table.put("s1/b", json!({"n": 2})).unwrap();
+    table.put("s2/a", json!({"n": 3})).unwrap();
+    domain.flush(None).await.unwrap();
+
+    assert_eq!(table.evict_prefix("s1/"), 2);
+    assert_eq!((value(&table, "s1/a"), table.count("s1/")), (None, 0));
+    assert_eq!(value(&table, "s2/a"), Some(json!({"n": 3})));
+    // The store keeps them, and a reader that does not keep them reads them there.
+    assert_eq!(
+        stored(store.as_ref(), "notes", "by_session/s1/b").await,
+        Some(json!({"n": 2}))
+    );
+    assert_eq!(
+        table.stored("s1/a").await.unwrap().as_deref(),
+        Some(&json!({"n": 1}))
+    );
+    let listed: Vec<(String, Value)> = table
+        .stored_prefix("s1/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(key, value)| (key, Value::clone(&value)))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            ("s1/a".to_owned(), json!({"n": 1})),
+            ("s1/b".to_owned(), json!({"n": 2}))
+        ]
+    );
+    assert_eq!(table.count("s1/"), 0, "reading the store keeps nothing");
+
+    // Loading brings them back, as stored, and loading twice changes nothing.
+    for _ in 0..2 {
+        let loaded = table.load_prefix("s1/").await.unwrap();
+        assert_eq!(loaded.len(), 2);
+        assert_eq!(value(&table, "s1/b"), Some(json!({"n": 2})));
+    }
+    // An update then works against the loaded row's version.
+    table
+        .update("s1/a", |current| {
+            let n = current?.get("n")?.as_i64()?;
+            Some(json!({"n": n + 10}))
+        })
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(
+        stored(store.as_ref(), "notes", "by_session/s1/a").await,
+        Some(json!({"n": 11}))
+    );
+
+    // One key at a time.
+    assert!(table.evict("s2/a"));
+    assert!(!table.evict("s2/a"), "nothing left to drop");
+    assert_eq!(
+        table.load("s2/a").await.unwrap().as_deref(),
+        Some(&json!({"n": 3}))
+    );
+    assert_eq!(table.load("s2/none").await.unwrap(), None);
+
+    // A partition with a write queued keeps its rows in memory.
+    let ticket = table.put("s1/c", json!({"n": 4})).unwrap();
+    assert_eq!(table.evict_prefix("s1/"), 0);
+    assert!(!table.evict("s1/a"));
+    ticket.await.unwrap();
+    assert_eq!(table.evict_prefix("s1/"), 3);
+}
