@@ -81,6 +81,7 @@ impl Residency {
             return;
         }
         evict(domain, session);
+        stamps.forget(session);
     }
 }
 

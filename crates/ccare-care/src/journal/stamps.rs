@@ -101,6 +101,14 @@ impl Stamps {
             .insert(call_id.to_owned(), session.to_owned());
     }
 
+    /// Forgets `session`'s stamp once its writes have settled and its rows left memory
+    /// (`residency.rs`): a server keeps no stamp per session it ever saw. Its stamp then
+    /// reads as that of an unknown write, which a reader holding an older stamp of it
+    /// takes as a change (and reads again), and its next write stamps it anew.
+    pub(crate) fn forget(&self, session: &str) {
+        self.inner.lock().sessions.remove(session);
+    }
+
     /// Whether a call of `session` is between its `ready` write and its last phase.
     pub(crate) fn has_calls(&self, session: &str) -> bool {
         self.inner
@@ -160,6 +168,19 @@ mod tests {
         assert!(stamps.settled("a"));
         stamps.stamp(None);
         assert!(!stamps.settled("a"));
+    }
+
+    #[test]
+    fn a_forgotten_session_reads_as_changed_to_a_holder_of_its_old_stamp() {
+        let stamps = Stamps::default();
+        stamps.stamp(Some("a"));
+        let held = stamps.of("a");
+        stamps.flushed(stamps.sequence());
+        stamps.forget("a");
+        assert_ne!(stamps.of("a"), held);
+        assert!(stamps.settled("a"));
+        stamps.stamp(Some("a"));
+        assert!(!stamps.settled("a"), "its next write stamps it anew");
     }
 
     #[test]
