@@ -123,6 +123,9 @@ impl std::fmt::Debug for RequestJournal {
     }
 }
 
+/// Rows per store page while the journal opens.
+const OPEN_PAGE: usize = 512;
+
 fn record_key(call_id: &str) -> String {
     format!("call_{call_id}")
 }
@@ -189,7 +192,8 @@ impl RequestJournal {
     /// The open domain, opening it on first use: rows without an index row are
     /// indexed, each session is trimmed to `journal_keep` (both settled before the
     /// domain is handed out), and `dispatchOrder` continues after the largest one
-    /// stored.
+    /// stored. Both tables are on demand: the open reads the store a page at a time
+    /// and memory keeps none of it ([`residency`]).
     pub async fn open(&self) -> Result<&Domain, DomainError> {
         self.domain
             .get_or_try_init(|| async {
@@ -200,31 +204,18 @@ impl RequestJournal {
                         // a request waits for its own record to be durable, never
                         // for the writes other sessions queued before it.
                         DomainSpec::new(JOURNAL_DOMAIN, 1)
-                            .table(TableSpec::by(JOURNAL_TABLE, str::to_owned))
-                            .table(TableSpec::by_first_segment(SESSION_INDEX_TABLE)),
+                            .table(TableSpec::by(JOURNAL_TABLE, str::to_owned).on_demand())
+                            .table(TableSpec::by_first_segment(SESSION_INDEX_TABLE).on_demand()),
                     )
                     .await?;
-                self.reindex(&domain)?;
+                let largest = self.reindex(&domain).await?;
                 // What the reindex queued (index rows, trims) is settled before anything
                 // is read: a list reads acknowledged index rows only.
                 domain.flush(None).await?;
-                let table = domain.table(JOURNAL_TABLE)?;
-                let largest = table
-                    .entries("call_")
-                    .iter()
-                    .filter_map(|(_, record)| {
-                        let data = match &**record {
-                            Value::Object(record) => record.get("data")?,
-                            _ => return None,
-                        };
-                        view::<RequestView<'_>>(data)?.dispatch_order
-                    })
-                    .max()
-                    .unwrap_or(0);
                 self.dispatch_order.store(largest, Ordering::SeqCst);
-                // Every row was loaded to be indexed and trimmed; memory keeps only the
-                // sessions this process drives from now on ([`residency`]).
-                table.evict_prefix("");
+                // The rows the reindex wrote: memory keeps only the sessions this
+                // process drives from now on.
+                domain.table(JOURNAL_TABLE)?.evict_prefix("");
                 domain.table(SESSION_INDEX_TABLE)?.evict_prefix("");
                 Ok(domain)
             })
@@ -430,60 +421,78 @@ impl RequestJournal {
 
     /// Indexes every record that has no index row (rows stored before the index, or
     /// whose index write was lost), drops index rows whose record is gone, and trims
-    /// every session to `journal_keep` records of each kind.
-    fn reindex(&self, domain: &Domain) -> Result<(), DomainError> {
+    /// every session to `journal_keep` records of each kind; returns the largest
+    /// `dispatchOrder` stored. Reads the store a page at a time, keeping the keys and
+    /// heads it needs (a few dozen bytes a record), never the records.
+    async fn reindex(&self, domain: &Domain) -> Result<u64, DomainError> {
         let table = domain.table(JOURNAL_TABLE)?;
         let index = domain.table(SESSION_INDEX_TABLE)?;
-        for (key, record) in table.entries("") {
-            let Some(head) = view::<RecordHead<'_>>(&record) else {
-                continue;
-            };
-            if SessionId::new(head.session_id).is_err() {
-                continue;
-            }
-            let row = index_key(head.session_id, &key);
-            if index.get(&row).is_none() {
-                index.put(
-                    &row,
-                    IndexRow {
-                        at: head.at,
-                        kind: head.kind,
-                    }
-                    .value(),
-                )?;
+        let mut indexed: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = index.stored_page("", after.as_deref(), OPEN_PAGE).await?;
+            let full = page.len() == OPEN_PAGE;
+            after = page.last().map(|(row, _)| row.clone());
+            indexed.extend(page.into_iter().map(|(row, _)| row));
+            if !full {
+                break;
             }
         }
-        // Every session's rows, from the index as it now stands (the rows just queued
-        // are not acknowledged yet, so they are read from the records).
+        // Every session's rows, read from the records (the index rows queued here are
+        // not acknowledged yet).
         let mut sessions: std::collections::BTreeMap<String, Vec<(IndexRow, String)>> =
             std::collections::BTreeMap::new();
-        for (key, record) in table.entries("") {
-            let Some(head) = view::<RecordHead<'_>>(&record) else {
-                continue;
-            };
-            if SessionId::new(head.session_id).is_err() {
-                continue;
+        let mut records: std::collections::HashSet<String> = std::collections::HashSet::new();
+        let mut missing: Vec<(String, IndexRow)> = Vec::new();
+        let mut largest = 0;
+        let mut after: Option<String> = None;
+        loop {
+            let page = table.stored_page("", after.as_deref(), OPEN_PAGE).await?;
+            let full = page.len() == OPEN_PAGE;
+            after = page.last().map(|(key, _)| key.clone());
+            for (key, record) in page {
+                if key.starts_with("call_")
+                    && let Value::Object(fields) = &*record
+                    && let Some(order) = fields
+                        .get("data")
+                        .and_then(view::<RequestView<'_>>)
+                        .and_then(|data| data.dispatch_order)
+                {
+                    largest = largest.max(order);
+                }
+                records.insert(key.clone());
+                let Some(head) = view::<RecordHead<'_>>(&record) else {
+                    continue;
+                };
+                if SessionId::new(head.session_id).is_err() {
+                    continue;
+                }
+                let row = IndexRow {
+                    at: head.at,
+                    kind: head.kind,
+                };
+                let index_row = index_key(head.session_id, &key);
+                if !indexed.contains(&index_row) {
+                    missing.push((index_row, row));
+                }
+                sessions
+                    .entry(head.session_id.to_owned())
+                    .or_default()
+                    .push((row, key));
             }
-            sessions
-                .entry(head.session_id.to_owned())
-                .or_default()
-                .push((
-                    IndexRow {
-                        at: head.at,
-                        kind: head.kind,
-                    },
-                    key,
-                ));
-        }
-        for (row, _) in index.entries("") {
-            let Some((_, key)) = row.split_once('/') else {
-                continue;
-            };
-            if table.get(key).is_none() {
-                index.delete(&row)?;
+            if !full {
+                break;
             }
         }
+        let dangling: Vec<&String> = indexed
+            .iter()
+            .filter(|row| {
+                row.split_once('/')
+                    .is_some_and(|(_, key)| !records.contains(key))
+            })
+            .collect();
         let keep = usize::try_from(self.keep).unwrap_or(usize::MAX);
+        let mut trims = Vec::new();
         for (session, rows) in sessions {
             for kind in [JournalRecordKind::Request, JournalRecordKind::Maintenance] {
                 let mut of_kind: Vec<(IndexRow, String)> = rows
@@ -492,10 +501,32 @@ impl RequestJournal {
                     .cloned()
                     .collect();
                 of_kind.sort_by(|a, b| a.0.at.cmp(&b.0.at).then_with(|| a.1.cmp(&b.1)));
-                trim(domain, &session, of_kind, keep)?;
+                if of_kind.len() > keep {
+                    trims.push((session.clone(), of_kind));
+                }
             }
         }
-        Ok(())
+        // The rows to delete are loaded before anything is queued (a delete works
+        // against the row memory holds, and a load never lands beside a queued write).
+        for row in &dangling {
+            index.load(row).await?;
+        }
+        for (session, rows) in &trims {
+            for (_, key) in rows.iter().take(rows.len() - keep) {
+                table.load(key).await?;
+                index.load(&index_key(session, key)).await?;
+            }
+        }
+        for (row, value) in missing {
+            index.put(&row, value.value())?;
+        }
+        for row in dangling {
+            index.delete(row)?;
+        }
+        for (session, rows) in trims {
+            trim(domain, &session, rows, keep)?;
+        }
+        Ok(largest)
     }
 
     /// Waits until every queued write is durable; returns a write error that nothing
@@ -750,6 +781,106 @@ mod tests {
                 (entry.key.clone(), phase)
             })
             .collect()
+    }
+
+    /// A store holding what earlier processes left: `records` request records of two
+    /// sessions (`dispatchOrder` 1..), the first `indexed` of them with index rows, and
+    /// an index row whose record is gone.
+    async fn stored_journal(records: u64, indexed: u64) -> Arc<dyn Store> {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let domain = super::JOURNAL_DOMAIN;
+        store
+            .kv_cas(domain, "__meta", None, Some(br#"{"version":1}"#.to_vec()))
+            .await
+            .unwrap();
+        for n in 0..records {
+            let session = SessionId::new(if n % 2 == 0 { "s-a" } else { "s-b" }).unwrap();
+            let mut data = match serde_json::to_value(record(&format!("c{n:04}"))).unwrap() {
+                serde_json::Value::Object(data) => data,
+                _ => unreachable!(),
+            };
+            data.insert("dispatchOrder".to_owned(), (n + 1).into());
+            let at = i64::try_from(n).unwrap();
+            let value = super::stored(
+                &session,
+                crate::pricing::JournalRecordKind::Request,
+                at,
+                serde_json::Value::Object(data),
+            );
+            let key = format!("call_c{n:04}");
+            store
+                .kv_cas(
+                    domain,
+                    &format!("records/{key}"),
+                    None,
+                    Some(value.to_string().into_bytes()),
+                )
+                .await
+                .unwrap();
+            if n < indexed {
+                let row = format!(r#"{{"at":{at},"kind":"request"}}"#);
+                store
+                    .kv_cas(
+                        domain,
+                        &format!("sessions/{}/{key}", session.as_str()),
+                        None,
+                        Some(row.into_bytes()),
+                    )
+                    .await
+                    .unwrap();
+            }
+        }
+        store
+            .kv_cas(
+                domain,
+                "sessions/s-a/call_gone",
+                None,
+                Some(br#"{"at":1,"kind":"request"}"#.to_vec()),
+            )
+            .await
+            .unwrap();
+        store
+    }
+
+    #[tokio::test]
+    async fn opening_pages_through_the_store_indexes_trims_and_continues_the_dispatch_order() {
+        let store = stored_journal(1100, 1000).await;
+        let journal = journal(&store).with_keep(300);
+        let a = SessionId::new("s-a").unwrap();
+        journal.open().await.unwrap();
+        assert_eq!(journal.rows_in_memory(), 0, "the open keeps nothing");
+
+        // Each session keeps its newest 300, the 50 unindexed ones of each included.
+        let kept = listed(&journal, &a).await;
+        assert_eq!(kept.len(), 300);
+        assert_eq!(kept[0].0, "call_c0500");
+        assert_eq!(kept[299].0, "call_c1098");
+        assert_eq!(
+            listed(&journal, &SessionId::new("s-b").unwrap())
+                .await
+                .len(),
+            300
+        );
+        let gone = store
+            .kv_get(super::JOURNAL_DOMAIN, "sessions/s-a/call_gone")
+            .await
+            .unwrap();
+        assert_eq!(gone, None, "the index row of a missing record is dropped");
+        let trimmed = store
+            .kv_get(super::JOURNAL_DOMAIN, "records/call_c0498")
+            .await
+            .unwrap();
+        assert_eq!(trimmed, None);
+
+        // The next dispatch continues after the largest stored.
+        journal.ready(&a, 2000, &record("next")).await.unwrap();
+        journal.dispatched("next").unwrap();
+        journal.flush().await.unwrap();
+        let next = journal.list(&a).await.unwrap();
+        let last = next.last().unwrap();
+        assert_eq!(last.key, "call_next");
+        assert_eq!(last.data()["dispatchOrder"], 1101);
+        assert_eq!(next.len(), 300, "the new record counts against the limit");
     }
 
     #[tokio::test]

@@ -41,8 +41,10 @@
 //!
 //! # Rows in use, not every row
 //!
-//! Every row is loaded at open. A plugin whose rows grow with the sessions it ever saw
-//! (the request journal) keeps only the rows in use: [`Table::evict`] drops idle rows
+//! Every row is loaded at open, except those of tables declared
+//! [`TableSpec::on_demand`] ([`Table::stored_page`] pages through them). A plugin whose
+//! rows grow with the sessions it ever saw (the request journal) keeps only the rows in
+//! use: [`Table::evict`] drops idle rows
 //! from memory (the store keeps them; a row with a write queued in its partition
 //! stays), [`Table::load`] / [`Table::load_prefix`] bring stored rows back before the
 //! plugin reads or writes them again, and [`Table::stored`] /
@@ -317,6 +319,7 @@ pub struct DomainChanged {
 pub struct TableSpec {
     name: String,
     partition: Partition,
+    on_demand: bool,
 }
 
 impl TableSpec {
@@ -325,6 +328,7 @@ impl TableSpec {
         Self {
             name: name.into(),
             partition: Partition::Domain,
+            on_demand: false,
         }
     }
 
@@ -334,6 +338,7 @@ impl TableSpec {
         Self {
             name: name.into(),
             partition: Partition::FirstSegment,
+            on_demand: false,
         }
     }
 
@@ -346,7 +351,19 @@ impl TableSpec {
         Self {
             name: name.into(),
             partition: Partition::Custom(Arc::new(partition)),
+            on_demand: false,
         }
+    }
+
+    /// The table's rows are not loaded when the domain opens: a plugin whose rows grow
+    /// with every session it ever saw (the request journal) loads those it uses
+    /// ([`Table::load`], [`Table::load_prefix`]) and reads the rest from the store
+    /// ([`Table::stored_page`]). A domain that must be migrated still reads every row
+    /// for the migration.
+    #[must_use]
+    pub fn on_demand(mut self) -> Self {
+        self.on_demand = true;
+        self
     }
 }
 
@@ -971,6 +988,38 @@ impl Table {
             .map(|(key, entry)| {
                 let value = decode(&inner.name, &row_key(&self.name, &key), &entry.value)?;
                 Ok((key, Arc::new(value)))
+            })
+            .collect()
+    }
+
+    /// One page of the stored rows whose key starts with `prefix`, after the key
+    /// `after` (`None`: from the first), ascending by key: at most `limit` rows; a
+    /// shorter page is the last. Memory is left as it is. For a pass over an
+    /// [`TableSpec::on_demand`] table that keeps only what it needs.
+    pub async fn stored_page(
+        &self,
+        prefix: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Arc<Value>)>, DomainError> {
+        let inner = &self.domain.inner;
+        let table_prefix = row_key(&self.name, "");
+        let page = inner
+            .store
+            .kv_scan(
+                &inner.name,
+                &row_key(&self.name, prefix),
+                KvPage {
+                    after: after.map(|key| row_key(&self.name, key)),
+                    limit: Some(limit.max(1)),
+                },
+            )
+            .await
+            .map_err(|source| inner.store_error(&self.record(prefix), source))?;
+        page.into_iter()
+            .filter_map(|(row, entry)| {
+                let key = row.strip_prefix(&table_prefix)?.to_owned();
+                Some(decode(&inner.name, &row, &entry.value).map(|value| (key, Arc::new(value))))
             })
             .collect()
     }
@@ -1856,12 +1905,22 @@ async fn load(
         global,
         migrate,
     } = spec;
-    let mut stored = scan_all(store.as_ref(), &name).await?;
+    let on_demand: Vec<String> = tables
+        .iter()
+        .filter(|table| table.on_demand)
+        .map(|table| row_key(&table.name, ""))
+        .collect();
+    let mut stored = scan_loaded(store.as_ref(), &name, &on_demand).await?;
     let meta = stored.remove(META_ROW);
     let meta_version = meta.as_ref().map(|entry| entry.version);
+    let no_rows = stored.is_empty()
+        && (on_demand.is_empty()
+            || scan_prefix(store.as_ref(), &name, "", Some(1))
+                .await?
+                .is_empty());
     let stored_version = match &meta {
         Some(entry) => Some(parse_meta(&name, &entry.value)?),
-        None if stored.is_empty() => None,
+        None if no_rows => None,
         // Rows without a version row: an unversioned schema.
         None => Some(0),
     };
@@ -1883,7 +1942,10 @@ async fn load(
                     requested: version,
                 });
             };
-            let original = decode_all(&name, &stored)?;
+            // A migration sees every row, on-demand tables included.
+            let mut all = scan_prefix(store.as_ref(), &name, "", None).await?;
+            all.remove(META_ROW);
+            let original = decode_all(&name, &all)?;
             let mut context = MigrationContext {
                 domain: name.clone(),
                 from: current,
@@ -1897,7 +1959,7 @@ async fn load(
             write_migration(store.as_ref(), &name, &original, &context.rows).await?;
             write_meta(store.as_ref(), &name, meta_version, version).await?;
             tracing::info!(domain = %name, from = current, to = version, "storage domain migrated");
-            stored = scan_all(store.as_ref(), &name).await?;
+            stored = scan_loaded(store.as_ref(), &name, &on_demand).await?;
             stored.remove(META_ROW);
         }
     }
@@ -1919,17 +1981,105 @@ async fn load(
     })
 }
 
-async fn scan_all(store: &dyn Store, name: &str) -> Result<BTreeMap<String, KvEntry>, DomainError> {
+/// The rows an open loads: every row but those under the `on_demand` prefixes (the
+/// on-demand tables' `<table>/`).
+async fn scan_loaded(
+    store: &dyn Store,
+    name: &str,
+    on_demand: &[String],
+) -> Result<BTreeMap<String, KvEntry>, DomainError> {
+    if on_demand.is_empty() {
+        return scan_prefix(store, name, "", None).await;
+    }
+    let mut rows = BTreeMap::new();
+    for special in [META_ROW, GLOBAL_ROW] {
+        let entry = store
+            .kv_get(name, special)
+            .await
+            .map_err(|source| DomainError::Store {
+                domain: name.to_owned(),
+                record: None,
+                source: Box::new(source),
+            })?;
+        if let Some(entry) = entry {
+            rows.insert(special.to_owned(), entry);
+        }
+    }
+    // Every other row, skipping the on-demand tables' ranges (rows of tables no
+    // longer declared included, as a full scan loads them).
+    let mut after: Option<String> = None;
+    loop {
+        let page = scan_prefix_page(store, name, "", after.clone(), SCAN_PAGE).await?;
+        let full = page.len() == SCAN_PAGE;
+        for (row, entry) in page {
+            let next = match on_demand
+                .iter()
+                .find(|prefix| row.starts_with(prefix.as_str()))
+            {
+                // Past the whole on-demand range at once (past this row at least).
+                Some(prefix) => {
+                    let skip = format!("{prefix}\u{10FFFF}");
+                    if skip > row { skip } else { row }
+                }
+                None => {
+                    if row != META_ROW && row != GLOBAL_ROW {
+                        rows.insert(row.clone(), entry);
+                    }
+                    row
+                }
+            };
+            if after.as_ref().is_none_or(|after| *after < next) {
+                after = Some(next);
+            }
+        }
+        if !full {
+            return Ok(rows);
+        }
+    }
+}
+
+/// One page of a domain's stored rows under `prefix`, after the row `after`.
+async fn scan_prefix_page(
+    store: &dyn Store,
+    name: &str,
+    prefix: &str,
+    after: Option<String>,
+    limit: usize,
+) -> Result<Vec<(String, KvEntry)>, DomainError> {
+    store
+        .kv_scan(
+            name,
+            prefix,
+            KvPage {
+                after,
+                limit: Some(limit),
+            },
+        )
+        .await
+        .map_err(|source| DomainError::Store {
+            domain: name.to_owned(),
+            record: None,
+            source: Box::new(source),
+        })
+}
+
+/// A domain's stored rows under `prefix`: all of them, or the first `limit`.
+async fn scan_prefix(
+    store: &dyn Store,
+    name: &str,
+    prefix: &str,
+    limit: Option<usize>,
+) -> Result<BTreeMap<String, KvEntry>, DomainError> {
     let mut rows = BTreeMap::new();
     let mut after = None;
     loop {
         let page = store
             .kv_scan(
                 name,
-                "",
+                prefix,
                 KvPage {
                     after: after.clone(),
-                    limit: Some(SCAN_PAGE),
+                    limit: Some(limit.unwrap_or(SCAN_PAGE).min(SCAN_PAGE)),
                 },
             )
             .await
@@ -1941,7 +2091,7 @@ async fn scan_all(store: &dyn Store, name: &str) -> Result<BTreeMap<String, KvEn
         let full = page.len() == SCAN_PAGE;
         after = page.last().map(|(key, _)| key.clone());
         rows.extend(page);
-        if !full || after.is_none() {
+        if limit.is_some() || !full || after.is_none() {
             return Ok(rows);
         }
     }

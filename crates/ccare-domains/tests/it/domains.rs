@@ -1177,3 +1177,55 @@ async fn h_dom_3_evicted_rows_leave_memory_until_loaded_and_rows_being_written_s
     ticket.await.unwrap();
     assert_eq!(table.evict_prefix("s1/"), 3);
 }
+
+#[tokio::test]
+async fn h_dom_1_an_on_demand_table_is_not_loaded_at_open_and_reads_the_store_by_page() {
+    let store = memory();
+    let spec = || {
+        DomainSpec::new("lazy", 1)
+            .table(TableSpec::new("eager"))
+            .table(TableSpec::new("lazy").on_demand())
+            .table(TableSpec::new("later"))
+            .global(json!(0))
+    };
+    {
+        let domains = Domains::new(Arc::clone(&store));
+        let domain = domains.open(spec(), "p").await.unwrap();
+        domain.table("eager").unwrap().put("e", json!(1)).unwrap();
+        let lazy = domain.table("lazy").unwrap();
+        for n in 0..5 {
+            lazy.put(&format!("k{n}"), json!(n)).unwrap();
+        }
+        domain.table("later").unwrap().put("z", json!(2)).unwrap();
+        domain.global().unwrap().set(json!(7)).unwrap();
+        domain.flush(None).await.unwrap();
+    }
+    let domains = Domains::new(Arc::clone(&store));
+    let domain = domains.open(spec(), "p").await.unwrap();
+    let (eager, lazy, later) = (
+        domain.table("eager").unwrap(),
+        domain.table("lazy").unwrap(),
+        domain.table("later").unwrap(),
+    );
+    // The tables around it are loaded; it is not.
+    assert_eq!(value(&eager, "e"), Some(json!(1)));
+    assert_eq!(value(&later, "z"), Some(json!(2)));
+    assert_eq!(*domain.global().unwrap().get(), json!(7));
+    assert_eq!(lazy.count(""), 0);
+
+    let first = lazy.stored_page("", None, 2).await.unwrap();
+    let keys: Vec<&str> = first.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(keys, ["k0", "k1"]);
+    let rest = lazy.stored_page("", Some("k1"), 10).await.unwrap();
+    let keys: Vec<&str> = rest.iter().map(|(key, _)| key.as_str()).collect();
+    assert_eq!(keys, ["k2", "k3", "k4"]);
+    assert_eq!(lazy.count(""), 0, "a page read keeps nothing");
+
+    // Loaded, a row is written against its stored version.
+    assert_eq!(lazy.load("k3").await.unwrap().as_deref(), Some(&json!(3)));
+    lazy.put("k3", json!(30)).unwrap().await.unwrap();
+    assert_eq!(
+        stored(store.as_ref(), "lazy", "lazy/k3").await,
+        Some(json!(30))
+    );
+}
