@@ -45,8 +45,7 @@
 //! [`TableSpec::on_demand`] ([`Table::stored_page`] pages through them). A plugin whose
 //! rows grow with the sessions it ever saw (the request journal) keeps only the rows in
 //! use: [`Table::evict`] drops idle rows
-//! from memory (the store keeps them; a row with a write queued in its partition
-//! stays), [`Table::load`] / [`Table::load_prefix`] bring stored rows back before the
+//! from memory (the store keeps them; a row with a write queued or in flight stays), [`Table::load`] / [`Table::load_prefix`] bring stored rows back before the
 //! plugin reads or writes them again, and [`Table::stored`] /
 //! [`Table::stored_prefix`] read the store without keeping anything. Reads stay
 //! synchronous and from memory; an evicted row reads as absent until it is loaded.
@@ -897,8 +896,8 @@ impl Table {
             .count()
     }
 
-    /// Drops `key`'s acknowledged row from memory; the store keeps it. A row whose
-    /// partition has a write queued or in flight stays. Returns whether a row was
+    /// Drops `key`'s acknowledged row from memory; the store keeps it. A row with a
+    /// write queued or in flight stays. Returns whether a row was
     /// dropped. Until [`Table::load`] brings it back, readers see the key as absent and
     /// a write to it works against absence (a put expects no row and fails with
     /// `CAS_CONFLICT`; an update sees `None`): a plugin evicts only rows it loads again
@@ -907,14 +906,11 @@ impl Table {
     pub fn evict(&self, key: &str) -> bool {
         let inner = &self.domain.inner;
         let state = inner.state.lock();
-        if state.queues.contains_key(&self.partition.queue(key)) {
+        let row = row_key(&self.name, key);
+        if state.writing(&self.partition.queue(key), &row) {
             return false;
         }
-        inner
-            .rows
-            .write()
-            .remove(&row_key(&self.name, key))
-            .is_some()
+        inner.rows.write().remove(&row).is_some()
     }
 
     /// [`Table::evict`] of every row whose key starts with `prefix`; returns how many
@@ -931,7 +927,7 @@ impl Table {
             .map(|(row, _)| row.clone())
             .filter(|row| {
                 row.strip_prefix(&table_prefix)
-                    .is_some_and(|key| !state.queues.contains_key(&self.partition.queue(key)))
+                    .is_some_and(|key| !state.writing(&self.partition.queue(key), row))
             })
             .collect();
         for row in &idle {
@@ -941,7 +937,7 @@ impl Table {
     }
 
     /// Brings `key`'s stored row back into memory when memory holds no row for it and
-    /// no write is queued in its partition (memory then knows better than the store),
+    /// no write to it is queued or in flight (memory then knows better than the store),
     /// and returns what memory holds for the key after it.
     pub async fn load(&self, key: &str) -> Result<Option<Arc<Value>>, DomainError> {
         let stored = self.stored_entry(key).await?;
@@ -1072,8 +1068,8 @@ impl Table {
         }
     }
 
-    /// Puts stored rows (by key) into memory where it holds none and no write is
-    /// queued in the key's partition. A row that is not JSON is left out (a read of it
+    /// Puts stored rows (by key) into memory where it holds none and no write to the
+    /// row is queued or in flight. A row that is not JSON is left out (a read of it
     /// through [`Table::stored`] says why).
     fn adopt(&self, stored: Vec<(String, KvEntry)>) {
         let inner = &self.domain.inner;
@@ -1095,7 +1091,7 @@ impl Table {
         let state = inner.state.lock();
         let mut rows = inner.rows.write();
         for (key, row, stored) in decoded {
-            if !state.queues.contains_key(&self.partition.queue(&key)) {
+            if !state.writing(&self.partition.queue(&key), &row) {
                 rows.entry(row).or_insert(stored);
             }
         }
@@ -1385,6 +1381,15 @@ struct DomainInner {
     rows: RwLock<BTreeMap<String, Row>>,
     state: Mutex<WriteState>,
     changes: broadcast::Sender<DomainChanged>,
+}
+
+impl WriteState {
+    /// Whether a write to `row` (in `queue`) is queued or in flight.
+    fn writing(&self, queue: &QueueKey, row: &str) -> bool {
+        self.queues.get(queue).is_some_and(|queue| {
+            queue.flying.contains(row) || queue.ops.iter().any(|op| op.row == row)
+        })
+    }
 }
 
 #[derive(Default)]

@@ -1,5 +1,5 @@
 //! The heap a gateway conversation leaves behind once its session actor has
-//! stopped, with the care plugins on and off. Run:
+//! stopped, with the care plugins on, with context care alone, and off. Run:
 //! `cargo bench -p ccare-server --bench memory` (about a minute).
 //!
 //! A gateway (`ccare serve`'s server, booted as `ccare serve` boots, over a temp home
@@ -66,6 +66,8 @@ const TURNS: usize = 10;
 /// Conversations in flight at once.
 const CONCURRENCY: usize = 10;
 
+/// Context care on, stream watch off: what each plugin leaves, told apart.
+const WATCH_OFF: &str = "[plugins.stream-watch]\nenabled = false\n";
 const CARE_OFF: &str =
     "[plugins.context-care]\nenabled = false\n[plugins.stream-watch]\nenabled = false\n";
 
@@ -233,7 +235,11 @@ fn main() {
         fake.keep_requests(false);
         fake.respond_with(|_| Reply::text("hello big world"));
         let client = reqwest::Client::new();
-        for (label, extra) in [("care on", ""), ("care off", CARE_OFF)] {
+        for (label, extra) in [
+            ("care on", ""),
+            ("context care only", WATCH_OFF),
+            ("care off", CARE_OFF),
+        ] {
             let gateway = gateway(&fake.base_url(), extra).await;
             let new = retained(&client, &gateway, &NEW, 1).await;
             let continuing = retained(&client, &gateway, &CONTINUING, TURNS).await;

@@ -1170,12 +1170,32 @@ async fn h_dom_3_evicted_rows_leave_memory_until_loaded_and_rows_being_written_s
     );
     assert_eq!(table.load("s2/none").await.unwrap(), None);
 
-    // A partition with a write queued keeps its rows in memory.
-    let ticket = table.put("s1/c", json!({"n": 4})).unwrap();
-    assert_eq!(table.evict_prefix("s1/"), 0);
+    // A row with a write queued stays in memory; its neighbours go.
+    let ticket = table.update("s1/a", |current| current.cloned()).unwrap();
     assert!(!table.evict("s1/a"));
+    assert_eq!(table.evict_prefix("s1/"), 1, "s1/b only");
+    assert_eq!(value(&table, "s1/a"), Some(json!({"n": 11})));
     ticket.await.unwrap();
-    assert_eq!(table.evict_prefix("s1/"), 3);
+    assert!(table.evict("s1/a"));
+    // An evicted row written before it is loaded is written against absence.
+    assert_eq!(
+        table
+            .put("s1/b", json!({"n": 22}))
+            .unwrap()
+            .await
+            .unwrap_err()
+            .code(),
+        "CAS_CONFLICT"
+    );
+    // A load never lands beside a write in flight.
+    let ticket = table.put("s1/d", json!({"n": 5})).unwrap();
+    assert_eq!(
+        table.load("s1/d").await.unwrap(),
+        None,
+        "not acknowledged yet"
+    );
+    ticket.await.unwrap();
+    assert_eq!(value(&table, "s1/d"), Some(json!({"n": 5})));
 }
 
 #[tokio::test]

@@ -115,7 +115,7 @@ pub(crate) fn mount(
     config: Option<&Value>,
     locale: Locale,
     scope: &mut PluginScope<'_>,
-) -> Result<(), ccare_agent::MountError> {
+) -> Result<CompletionMemory, ccare_agent::MountError> {
     let config = match config {
         Some(table) => CompletionConfig::from_json(table)
             .map_err(|error| ccare_agent::MountError::Config(error.to_string()))?,
@@ -137,14 +137,39 @@ pub(crate) fn mount(
     scope.idle(Arc::new(IdleCatchUp(Arc::clone(&observer))));
     scope.request(Arc::new(RequestRoute(Arc::clone(&observer))));
     scope.request_segment(Arc::new(Outbox(Arc::clone(&observer))));
-    scope.observer(Arc::new(Forget(observer)));
-    Ok(())
+    scope.observer(Arc::new(Forget(Arc::clone(&observer))));
+    Ok(CompletionMemory(observer))
+}
+
+/// A view of what a mounted observer holds in memory, for the plugin's accessor.
+pub(crate) struct CompletionMemory(Arc<Observer>);
+
+impl CompletionMemory {
+    /// How many state and watermark rows memory holds: those of the sessions this
+    /// process drives (the tables are on demand; a session's rows are loaded at its
+    /// first catch-up and evicted once it closed).
+    pub(crate) fn rows_in_memory(&self) -> usize {
+        let Some(stores) = self.0.stores.get() else {
+            return 0;
+        };
+        let state = stores
+            .state
+            .table(STATE_TABLE)
+            .map_or(0, |table| table.count(""));
+        let watermarks = stores
+            .notices
+            .table(WATERMARKS_TABLE)
+            .map_or(0, |table| table.count(""));
+        state + watermarks
+    }
 }
 
 /// Forgets a closed session: its route, its catch-up lock and the writes it queued (a
-/// server keeps state only for the sessions it drives). A queued write that fails
-/// after that is left to the domain's next flush; the session's next catch-up, in this
-/// process or another, replays from the stored watermark (CO-4 makes that idempotent).
+/// server keeps state only for the sessions it drives), and once those writes settled,
+/// its state and watermark rows leave memory unless it came back meanwhile. A queued
+/// write that fails after that is left to the domain's next flush; the session's next
+/// catch-up, in this process or another, loads its rows and replays from the stored
+/// watermark (CO-4 makes that idempotent).
 struct Forget(Arc<Observer>);
 
 impl ccare_session::Observer for Forget {
@@ -165,7 +190,20 @@ impl ccare_session::Observer for Forget {
         notice: &ccare_session::Lifecycle,
     ) -> Result<(), ccare_session::ObserverError> {
         if let ccare_session::Lifecycle::Closed(session) = notice {
-            self.0.sessions.lock().remove(session);
+            let entry = self.0.sessions.lock().remove(session);
+            if let Some(entry) = entry.filter(|entry| entry.loaded)
+                && let Ok(runtime) = tokio::runtime::Handle::try_current()
+            {
+                let observer = Arc::clone(&self.0);
+                let session = session.clone();
+                runtime.spawn(async move {
+                    for ticket in entry.queued {
+                        // Its failure is the domain's next flush's to report.
+                        let _settled = ticket.await;
+                    }
+                    observer.evict(&session);
+                });
+            }
         }
         Ok(())
     }
@@ -216,6 +254,8 @@ struct SessionEntry {
     /// A failure of those writes an idle catch-up awaited, for the session's next
     /// pre-step to report.
     failed: Option<DomainError>,
+    /// Its state and watermark rows are in memory (loaded at its first catch-up here).
+    loaded: bool,
 }
 
 /// The shared state of a mounted observer.
@@ -274,14 +314,17 @@ impl Observer {
             .get_or_try_init(|| async {
                 let state = self
                     .domains
-                    .open(DomainSpec::new(STATE_DOMAIN, 1).table(TableSpec::new(STATE_TABLE)))
+                    .open(
+                        DomainSpec::new(STATE_DOMAIN, 1)
+                            .table(TableSpec::new(STATE_TABLE).on_demand()),
+                    )
                     .await?;
                 let notices = self
                     .domains
                     .open(
                         DomainSpec::new(NOTICES_DOMAIN, 1)
                             .table(TableSpec::new(NOTICES_TABLE))
-                            .table(TableSpec::new(WATERMARKS_TABLE)),
+                            .table(TableSpec::new(WATERMARKS_TABLE).on_demand()),
                     )
                     .await?;
                 // Every stored notice's key under its session, read once here; a
@@ -323,7 +366,50 @@ impl Observer {
         if let Some(failure) = self.settle_queued(id).await {
             return Err(failure.into());
         }
+        self.keep_loaded(stores, id).await?;
         self.process_log(stores, session).await
+    }
+
+    /// Loads `session`'s state and watermark rows into memory the first time this
+    /// process catches it up (both tables are on demand); the caller holds the
+    /// session's catch-up lock.
+    async fn keep_loaded(&self, stores: &Stores, session: &SessionId) -> Result<(), DomainError> {
+        if self
+            .sessions
+            .lock()
+            .get(session)
+            .is_some_and(|entry| entry.loaded)
+        {
+            return Ok(());
+        }
+        let key = state_key(session.as_str(), SOURCE_ASSISTANT);
+        stores.state.table(STATE_TABLE)?.load(&key).await?;
+        stores.notices.table(WATERMARKS_TABLE)?.load(&key).await?;
+        self.sessions
+            .lock()
+            .entry(session.clone())
+            .or_default()
+            .loaded = true;
+        Ok(())
+    }
+
+    /// Drops a closed session's state and watermark rows from memory, unless it came
+    /// back (it has an entry again) meanwhile.
+    fn evict(&self, session: &SessionId) {
+        let sessions = self.sessions.lock();
+        if sessions.contains_key(session) {
+            return;
+        }
+        let Some(stores) = self.stores.get() else {
+            return;
+        };
+        let key = state_key(session.as_str(), SOURCE_ASSISTANT);
+        if let Ok(table) = stores.state.table(STATE_TABLE) {
+            table.evict(&key);
+        }
+        if let Ok(table) = stores.notices.table(WATERMARKS_TABLE) {
+            table.evict(&key);
+        }
     }
 
     /// [`Observer::catch_up`] as the agent goes idle, so the reply that just ended
@@ -349,6 +435,10 @@ impl Observer {
         if let Some(failure) = self.settle_queued(id).await {
             tracing::warn!(session = %id, error = %failure, "completion observer: a queued write failed; the next request reports it");
             self.sessions.lock().entry(id.clone()).or_default().failed = Some(failure);
+            return;
+        }
+        if let Err(error) = self.keep_loaded(stores, id).await {
+            tracing::debug!(session = %id, %error, "completion observer: idle catch-up left to the next request");
             return;
         }
         if let Err(error) = self.process_log(stores, session).await {

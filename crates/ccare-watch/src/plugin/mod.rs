@@ -141,6 +141,8 @@ struct Watch {
 pub struct StreamWatchPlugin {
     locale: Locale,
     mounted: Arc<Mutex<Option<Arc<Watch>>>>,
+    /// The mounted completion observer's memory, for [`StreamWatchPlugin::completion_rows_in_memory`].
+    completion: Arc<Mutex<Option<completion::CompletionMemory>>>,
 }
 
 impl std::fmt::Debug for StreamWatchPlugin {
@@ -185,6 +187,16 @@ impl StreamWatchPlugin {
             .lock()
             .as_ref()
             .map_or(0, |watch| watch.agents.lock().len())
+    }
+
+    /// How many completion-observer rows (per-session state and watermarks) the
+    /// mounted watch holds in memory: those of the sessions this process drives, not
+    /// of every session it ever observed.
+    pub fn completion_rows_in_memory(&self) -> usize {
+        self.completion
+            .lock()
+            .as_ref()
+            .map_or(0, completion::CompletionMemory::rows_in_memory)
     }
 }
 
@@ -255,7 +267,11 @@ impl Plugin for StreamWatchPlugin {
         }));
         *self.mounted.lock() = Some(watch);
         prompts::register(prompt_rules, scope)?;
-        completion::mount(table.completion.as_ref(), self.locale, scope)?;
+        *self.completion.lock() = Some(completion::mount(
+            table.completion.as_ref(),
+            self.locale,
+            scope,
+        )?);
         Ok(())
     }
 }

@@ -686,3 +686,44 @@ async fn a_closed_session_leaves_no_watch_state_in_memory() {
     rig.host.sessions().close(rig.session.id()).await.unwrap();
     assert_eq!(rig.plugin.sessions_in_memory(), 0);
 }
+
+/// Waits up to 5 s for `rows` to read `wanted`.
+async fn completion_rows(rig: &Rig, wanted: impl Fn(usize) -> bool) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let rows = rig.plugin.completion_rows_in_memory();
+        if wanted(rows) || std::time::Instant::now() > deadline {
+            return rows;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// A closed session's completion-observer rows (its watermark and state) leave memory
+/// once its writes settled, so a server keeps them only for the sessions it drives;
+/// its next catch-up loads them back from the store and goes on from the watermark.
+#[tokio::test]
+async fn a_closed_sessions_completion_rows_leave_memory_and_its_next_catch_up_loads_them() {
+    let rig = rig(&[
+        json!({"text": "a plain answer"}),
+        json!({"text": "another plain answer"}),
+    ])
+    .await;
+    assert_eq!(rig.turn("go").await, Some(TurnEndReason::Completed));
+    let held = completion_rows(&rig, |rows| rows > 0).await;
+    assert!(held > 0, "the watermark of the answer observed");
+
+    rig.host.sessions().close(rig.session.id()).await.unwrap();
+    assert_eq!(completion_rows(&rig, |rows| rows == 0).await, 0);
+
+    let session = rig.host.sessions().open(rig.session.id()).await.unwrap();
+    let agent = ccare_agent::Agent::new(
+        Arc::clone(&rig.host),
+        session,
+        Arc::new(ccare_core::SystemClock),
+        ccare_agent::AgentOptions::new("s/scripted"),
+    );
+    agent.prompt("again");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    assert_eq!(completion_rows(&rig, |rows| rows == held).await, held);
+}
