@@ -2001,11 +2001,7 @@ async fn scan_loaded(
         let entry = store
             .kv_get(name, special)
             .await
-            .map_err(|source| DomainError::Store {
-                domain: name.to_owned(),
-                record: None,
-                source: Box::new(source),
-            })?;
+            .map_err(|source| store_failure(name, source))?;
         if let Some(entry) = entry {
             rows.insert(special.to_owned(), entry);
         }
@@ -2061,11 +2057,7 @@ async fn scan_prefix_page(
             },
         )
         .await
-        .map_err(|source| DomainError::Store {
-            domain: name.to_owned(),
-            record: None,
-            source: Box::new(source),
-        })
+        .map_err(|source| store_failure(name, source))
 }
 
 /// A domain's stored rows under `prefix`: all of them, or the first `limit`.
@@ -2075,30 +2067,26 @@ async fn scan_prefix(
     prefix: &str,
     limit: Option<usize>,
 ) -> Result<BTreeMap<String, KvEntry>, DomainError> {
+    let page_limit = limit.unwrap_or(SCAN_PAGE).min(SCAN_PAGE);
     let mut rows = BTreeMap::new();
     let mut after = None;
     loop {
-        let page = store
-            .kv_scan(
-                name,
-                prefix,
-                KvPage {
-                    after: after.clone(),
-                    limit: Some(limit.unwrap_or(SCAN_PAGE).min(SCAN_PAGE)),
-                },
-            )
-            .await
-            .map_err(|source| DomainError::Store {
-                domain: name.to_owned(),
-                record: None,
-                source: Box::new(source),
-            })?;
-        let full = page.len() == SCAN_PAGE;
+        let page = scan_prefix_page(store, name, prefix, after.clone(), page_limit).await?;
+        let full = page.len() == page_limit;
         after = page.last().map(|(key, _)| key.clone());
         rows.extend(page);
         if limit.is_some() || !full || after.is_none() {
             return Ok(rows);
         }
+    }
+}
+
+/// A store failure of domain `name` that concerns no one record.
+fn store_failure(name: &str, source: StoreError) -> DomainError {
+    DomainError::Store {
+        domain: name.to_owned(),
+        record: None,
+        source: Box::new(source),
     }
 }
 
@@ -2170,11 +2158,7 @@ async fn write_meta(
     store
         .kv_cas(name, META_ROW, expected, Some(value))
         .await
-        .map_err(|source| DomainError::Store {
-            domain: name.to_owned(),
-            record: None,
-            source: Box::new(source),
-        })?;
+        .map_err(|source| store_failure(name, source))?;
     Ok(())
 }
 

@@ -125,15 +125,8 @@ async fn a_closed_session_leaves_no_care_state_in_memory_and_comes_back_from_the
     rig.sessions.close(rig.session.id()).await.unwrap();
     assert_eq!(rig.care.sessions_in_memory(), Some(0));
 
-    let session = rig.sessions.open(rig.session.id()).await.unwrap();
-    let agent = ccare_agent::Agent::new(
-        std::sync::Arc::clone(&rig.host),
-        session,
-        std::sync::Arc::new(ccare_core::SystemClock),
-        ccare_agent::AgentOptions::new("s/small"),
-    );
     assert_eq!(
-        ccare_agent::testing::turn(&agent, "second").await,
+        rig.turn_after_reopen("second").await,
         Some(TurnEndReason::Completed)
     );
     assert_eq!(rig.care.sessions_in_memory(), Some(1));
@@ -179,15 +172,8 @@ async fn a_closed_sessions_journal_leaves_memory_and_its_next_request_reads_it_b
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }
 
-    let session = rig.sessions.open(rig.session.id()).await.unwrap();
-    let agent = ccare_agent::Agent::new(
-        std::sync::Arc::clone(&rig.host),
-        session,
-        std::sync::Arc::new(ccare_core::SystemClock),
-        ccare_agent::AgentOptions::new("s/small"),
-    );
     assert_eq!(
-        ccare_agent::testing::turn(&agent, "second").await,
+        rig.turn_after_reopen("second").await,
         Some(TurnEndReason::Completed)
     );
     assert_eq!(rig.care.journal_rows_in_memory(), Some(4));

@@ -244,6 +244,22 @@ impl Rig {
         testing::turn(&self.agent, prompt).await
     }
 
+    /// Opens the rig's (closed) session again, as its next use does, and runs one
+    /// prompt to the end of its turn on a new agent of it.
+    pub(crate) async fn turn_after_reopen(
+        &self,
+        prompt: &str,
+    ) -> Option<ccare_core::kinds::TurnEndReason> {
+        let session = self.sessions.open(self.session.id()).await.unwrap();
+        let agent = Agent::new(
+            Arc::clone(&self.host),
+            session,
+            Arc::new(ccare_core::SystemClock),
+            AgentOptions::new("s/small"),
+        );
+        testing::turn(&agent, prompt).await
+    }
+
     /// A second store handle on the rig's SQLite file, as another process opens it.
     pub(crate) fn reopen_store(&self) -> ccare_store::SqliteStore {
         self.kit.reopen_store().unwrap()
