@@ -85,19 +85,22 @@ impl Ledger {
             .get_or_try_init(|| async {
                 self.domains
                     .open(
+                        // On demand: a ledger is read at a checkpoint or by its tool,
+                        // so the store serves it, and memory keeps no session's.
                         DomainSpec::new(LEDGER_DOMAIN, 1)
-                            .table(TableSpec::by_first_segment("entries")),
+                            .table(TableSpec::by_first_segment("entries").on_demand()),
                     )
                     .await
             })
             .await
     }
 
-    /// Every entry of the session, in the order written.
+    /// Every entry of the session, in the order written, read from the store.
     pub async fn entries(&self, session: &SessionId) -> Result<Vec<LedgerEntry>, DomainError> {
         let table = self.open().await?.table("entries")?;
         Ok(table
-            .entries(&format!("{}/", session.as_str()))
+            .stored_prefix(&format!("{}/", session.as_str()))
+            .await?
             .into_iter()
             .filter_map(|(_, value)| serde_json::from_value((*value).clone()).ok())
             .collect())
@@ -123,10 +126,25 @@ impl Ledger {
     ) -> Result<(), DomainError> {
         let domain = self.open().await?;
         let table = domain.table("entries")?;
-        let next = table.entries(&format!("{}/", session.as_str())).len();
+        let next = table
+            .stored_prefix(&format!("{}/", session.as_str()))
+            .await?
+            .len();
         let key = format!("{}/{next:08}", session.as_str());
         table.put(&key, serde_json::to_value(entry).unwrap_or(Value::Null))?;
-        domain.flush(table.partition(&key).as_deref()).await
+        let flushed = domain.flush(table.partition(&key).as_deref()).await;
+        // Durable (or failed): memory keeps none of it.
+        table.evict(&key);
+        flushed
+    }
+
+    /// How many ledger rows memory holds (none once their writes settled).
+    #[cfg(test)]
+    fn rows_in_memory(&self) -> usize {
+        self.domain
+            .get()
+            .and_then(|domain| domain.table("entries").ok())
+            .map_or(0, |table| table.count(""))
     }
 }
 
@@ -258,5 +276,83 @@ impl Tool for LedgerTool {
                 .map_err(internal)?;
             Ok(vec![ContentBlock::text(format!("{} {id}", texts.recorded))])
         })
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use std::sync::Arc;
+
+    use ccare_agent::domains::Domains;
+    use ccare_core::SessionId;
+    use ccare_store::{MemoryStore, Store};
+
+    use super::{Ledger, LedgerEntry, LedgerStatus};
+
+    fn entry(id: &str, status: LedgerStatus) -> LedgerEntry {
+        LedgerEntry {
+            id: id.to_owned(),
+            text: format!("item {id}"),
+            status,
+            evidence_seqs: vec![3],
+            at: 1,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_ledger_is_kept_in_the_store_not_in_memory_and_reads_back_in_order() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let ledger = Ledger::new(Domains::new(Arc::clone(&store)).for_owner("context-care"));
+        let (one, two) = (
+            SessionId::new("s-one").unwrap(),
+            SessionId::new("s-two").unwrap(),
+        );
+        ledger
+            .append(&one, &entry("a", LedgerStatus::Pending))
+            .await
+            .unwrap();
+        ledger
+            .append(&two, &entry("x", LedgerStatus::Blocked))
+            .await
+            .unwrap();
+        ledger
+            .append(&one, &entry("b", LedgerStatus::Pending))
+            .await
+            .unwrap();
+        ledger
+            .append(&one, &entry("a", LedgerStatus::Done))
+            .await
+            .unwrap();
+        assert_eq!(ledger.rows_in_memory(), 0);
+
+        let ids = |entries: Vec<LedgerEntry>| -> Vec<(String, LedgerStatus)> {
+            entries
+                .into_iter()
+                .map(|entry| (entry.id, entry.status))
+                .collect()
+        };
+        assert_eq!(
+            ids(ledger.entries(&one).await.unwrap()),
+            [
+                ("a".to_owned(), LedgerStatus::Pending),
+                ("b".to_owned(), LedgerStatus::Pending),
+                ("a".to_owned(), LedgerStatus::Done)
+            ]
+        );
+        assert_eq!(
+            ids(ledger.current(&one).await.unwrap()),
+            [
+                ("a".to_owned(), LedgerStatus::Done),
+                ("b".to_owned(), LedgerStatus::Pending)
+            ]
+        );
+        // Another process reads the same.
+        let reopened = Ledger::new(Domains::new(store).for_owner("context-care"));
+        assert_eq!(
+            ids(reopened.entries(&two).await.unwrap()),
+            [("x".to_owned(), LedgerStatus::Blocked)]
+        );
+        assert_eq!(reopened.current(&one).await.unwrap().len(), 2);
     }
 }
