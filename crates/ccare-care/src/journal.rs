@@ -226,8 +226,14 @@ impl RequestJournal {
     /// ([`residency`]): for a session this process drives, until
     /// [`RequestJournal::release`]. The journal's writes of a session call it first.
     pub async fn keep_resident(&self, session: &SessionId) -> Result<(), DomainError> {
+        self.resident(session).await.map(|_| ())
+    }
+
+    /// The open domain, with `session` resident.
+    async fn resident(&self, session: &SessionId) -> Result<&Domain, DomainError> {
         let domain = self.open().await?;
-        self.residency.keep(domain, session.as_str()).await
+        self.residency.keep(domain, session.as_str()).await?;
+        Ok(domain)
     }
 
     /// Lets `session`'s records leave memory (its actor stopped): they are evicted
@@ -262,8 +268,7 @@ impl RequestJournal {
         at: i64,
         record: &RequestRecord,
     ) -> Result<(), DomainError> {
-        self.keep_resident(session).await?;
-        let table = self.open().await?.table(JOURNAL_TABLE)?;
+        let table = self.resident(session).await?.table(JOURNAL_TABLE)?;
         let mut data = match serde_json::to_value(record) {
             Ok(Value::Object(data)) => data,
             Ok(_) | Err(_) => ccare_core::JsonObject::new(),
@@ -375,8 +380,7 @@ impl RequestJournal {
         at: i64,
         data: Value,
     ) -> Result<(), DomainError> {
-        self.keep_resident(session).await?;
-        let table = self.open().await?.table(JOURNAL_TABLE)?;
+        let table = self.resident(session).await?.table(JOURNAL_TABLE)?;
         let key = format!("action_{operation_id}");
         self.writing(Some(session.as_str()), || {
             table.put(

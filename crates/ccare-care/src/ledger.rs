@@ -99,7 +99,7 @@ impl Ledger {
     pub async fn entries(&self, session: &SessionId) -> Result<Vec<LedgerEntry>, DomainError> {
         let table = self.open().await?.table("entries")?;
         Ok(table
-            .stored_prefix(&format!("{}/", session.as_str()))
+            .stored_prefix(&entries_of(session))
             .await?
             .into_iter()
             .filter_map(|(_, value)| serde_json::from_value((*value).clone()).ok())
@@ -126,10 +126,7 @@ impl Ledger {
     ) -> Result<(), DomainError> {
         let domain = self.open().await?;
         let table = domain.table("entries")?;
-        let next = table
-            .stored_prefix(&format!("{}/", session.as_str()))
-            .await?
-            .len();
+        let next = table.stored_prefix(&entries_of(session)).await?.len();
         let key = format!("{}/{next:08}", session.as_str());
         table.put(&key, serde_json::to_value(entry).unwrap_or(Value::Null))?;
         let flushed = domain.flush(table.partition(&key).as_deref()).await;
@@ -146,6 +143,11 @@ impl Ledger {
             .and_then(|domain| domain.table("entries").ok())
             .map_or(0, |table| table.count(""))
     }
+}
+
+/// The key prefix of `session`'s entries.
+fn entries_of(session: &SessionId) -> String {
+    format!("{}/", session.as_str())
 }
 
 /// The ledger as checkpoints carry it; `None` when it is empty.

@@ -44,11 +44,12 @@
 //! Every row is loaded at open, except those of tables declared
 //! [`TableSpec::on_demand`] ([`Table::stored_page`] pages through them). A plugin whose
 //! rows grow with the sessions it ever saw (the request journal) keeps only the rows in
-//! use: [`Table::evict`] drops idle rows
-//! from memory (the store keeps them; a row with a write queued or in flight stays), [`Table::load`] / [`Table::load_prefix`] bring stored rows back before the
-//! plugin reads or writes them again, and [`Table::stored`] /
-//! [`Table::stored_prefix`] read the store without keeping anything. Reads stay
-//! synchronous and from memory; an evicted row reads as absent until it is loaded.
+//! use: [`Table::evict`] drops idle rows from memory (the store keeps them; a row with
+//! a write queued or in flight stays), [`Table::load`] / [`Table::load_prefix`] bring
+//! stored rows back before the plugin reads or writes them again, and
+//! [`Table::stored`] / [`Table::stored_prefix`] read the store without keeping
+//! anything. Reads stay synchronous and from memory; an evicted row reads as absent
+//! until it is loaded.
 //!
 //! Not done here: cross-row transactions (a migration's rows are written one by one,
 //! so a migration must be safe to rerun), and watching rows written behind the
@@ -977,15 +978,8 @@ impl Table {
         &self,
         prefix: &str,
     ) -> Result<Vec<(String, Arc<Value>)>, DomainError> {
-        let inner = &self.domain.inner;
-        self.stored_entries(prefix)
-            .await?
-            .into_iter()
-            .map(|(key, entry)| {
-                let value = decode(&inner.name, &row_key(&self.name, &key), &entry.value)?;
-                Ok((key, Arc::new(value)))
-            })
-            .collect()
+        let stored = self.stored_entries(prefix).await?;
+        self.decoded(stored)
     }
 
     /// One page of the stored rows whose key starts with `prefix`, after the key
@@ -998,6 +992,34 @@ impl Table {
         after: Option<&str>,
         limit: usize,
     ) -> Result<Vec<(String, Arc<Value>)>, DomainError> {
+        let after = after.map(|key| row_key(&self.name, key));
+        let stored = self.stored_rows(prefix, after, limit.max(1)).await?;
+        self.decoded(stored)
+    }
+
+    /// Stored rows (by key) decoded; a row that is not JSON fails as `Corrupt`.
+    fn decoded(
+        &self,
+        stored: Vec<(String, KvEntry)>,
+    ) -> Result<Vec<(String, Arc<Value>)>, DomainError> {
+        let inner = &self.domain.inner;
+        stored
+            .into_iter()
+            .map(|(key, entry)| {
+                let value = decode(&inner.name, &row_key(&self.name, &key), &entry.value)?;
+                Ok((key, Arc::new(value)))
+            })
+            .collect()
+    }
+
+    /// One page of the stored rows whose key starts with `prefix`, after the row
+    /// `after`, by key (the table's prefix taken off).
+    async fn stored_rows(
+        &self,
+        prefix: &str,
+        after: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<(String, KvEntry)>, DomainError> {
         let inner = &self.domain.inner;
         let table_prefix = row_key(&self.name, "");
         let page = inner
@@ -1006,18 +1028,19 @@ impl Table {
                 &inner.name,
                 &row_key(&self.name, prefix),
                 KvPage {
-                    after: after.map(|key| row_key(&self.name, key)),
-                    limit: Some(limit.max(1)),
+                    after,
+                    limit: Some(limit),
                 },
             )
             .await
             .map_err(|source| inner.store_error(&self.record(prefix), source))?;
-        page.into_iter()
+        Ok(page
+            .into_iter()
             .filter_map(|(row, entry)| {
-                let key = row.strip_prefix(&table_prefix)?.to_owned();
-                Some(decode(&inner.name, &row, &entry.value).map(|value| (key, Arc::new(value))))
+                row.strip_prefix(&table_prefix)
+                    .map(|key| (key.to_owned(), entry))
             })
-            .collect()
+            .collect())
     }
 
     /// `key`'s stored row.
@@ -1034,34 +1057,17 @@ impl Table {
     /// The stored rows whose key starts with `prefix`, by key (the table's prefix
     /// taken off), read a page at a time.
     async fn stored_entries(&self, prefix: &str) -> Result<Vec<(String, KvEntry)>, DomainError> {
-        let inner = &self.domain.inner;
-        let start = row_key(&self.name, prefix);
-        let table_prefix = row_key(&self.name, "");
         let mut rows = Vec::new();
         let mut after = None;
         // A short first page: most prefixes (a session's rows) hold few rows or none,
         // and a store may read a short page more cheaply.
         let mut limit = FIRST_PREFIX_PAGE;
         loop {
-            let page = inner
-                .store
-                .kv_scan(
-                    &inner.name,
-                    &start,
-                    KvPage {
-                        after: after.clone(),
-                        limit: Some(limit),
-                    },
-                )
-                .await
-                .map_err(|source| inner.store_error(&self.record(prefix), source))?;
+            let page = self.stored_rows(prefix, after.clone(), limit).await?;
             let full = page.len() == limit;
             limit = SCAN_PAGE;
-            after = page.last().map(|(row, _)| row.clone());
-            rows.extend(page.into_iter().filter_map(|(row, entry)| {
-                row.strip_prefix(&table_prefix)
-                    .map(|key| (key.to_owned(), entry))
-            }));
+            after = page.last().map(|(key, _)| row_key(&self.name, key));
+            rows.extend(page);
             if !full || after.is_none() {
                 return Ok(rows);
             }
@@ -1918,7 +1924,9 @@ async fn load(
     let mut stored = scan_loaded(store.as_ref(), &name, &on_demand).await?;
     let meta = stored.remove(META_ROW);
     let meta_version = meta.as_ref().map(|entry| entry.version);
-    let no_rows = stored.is_empty()
+    // Only without a version row: whether anything is stored at all.
+    let no_rows = meta.is_none()
+        && stored.is_empty()
         && (on_demand.is_empty()
             || scan_prefix(store.as_ref(), &name, "", Some(1))
                 .await?
@@ -1997,17 +2005,8 @@ async fn scan_loaded(
         return scan_prefix(store, name, "", None).await;
     }
     let mut rows = BTreeMap::new();
-    for special in [META_ROW, GLOBAL_ROW] {
-        let entry = store
-            .kv_get(name, special)
-            .await
-            .map_err(|source| store_failure(name, source))?;
-        if let Some(entry) = entry {
-            rows.insert(special.to_owned(), entry);
-        }
-    }
-    // Every other row, skipping the on-demand tables' ranges (rows of tables no
-    // longer declared included, as a full scan loads them).
+    // Every row, skipping the on-demand tables' ranges (the version and global rows,
+    // and rows of tables no longer declared, included, as a full scan loads them).
     let mut after: Option<String> = None;
     loop {
         let page = scan_prefix_page(store, name, "", after.clone(), SCAN_PAGE).await?;
@@ -2023,9 +2022,7 @@ async fn scan_loaded(
                     if skip > row { skip } else { row }
                 }
                 None => {
-                    if row != META_ROW && row != GLOBAL_ROW {
-                        rows.insert(row.clone(), entry);
-                    }
+                    rows.insert(row.clone(), entry);
                     row
                 }
             };

@@ -40,7 +40,14 @@ impl Residency {
     /// first time; concurrent callers wait for the same load. A failed load leaves it
     /// to be tried again.
     pub(crate) async fn keep(&self, domain: &Domain, session: &str) -> Result<(), DomainError> {
-        let cell = Arc::clone(self.sessions.lock().entry(session.to_owned()).or_default());
+        // Looked up before an entry is made: this runs at every request of a session.
+        let cell = {
+            let mut sessions = self.sessions.lock();
+            match sessions.get(session) {
+                Some(cell) => Arc::clone(cell),
+                None => Arc::clone(sessions.entry(session.to_owned()).or_default()),
+            }
+        };
         cell.get_or_try_init(|| load(domain, session)).await?;
         Ok(())
     }

@@ -1202,23 +1202,29 @@ fn weather_tool() -> Value {
     function_tool("get_weather", "The weather in a city", "city")
 }
 
+/// An answer calling `get_weather` for Paris (`call_1`) and Rome (`call_2`), to be
+/// finished by the caller.
+fn paris_and_rome_calls() -> Script {
+    Script::new()
+        .tool_call(
+            0,
+            Some("call_1"),
+            Some("get_weather"),
+            "{\"city\":\"Paris\"}",
+        )
+        .tool_call(
+            1,
+            Some("call_2"),
+            Some("get_weather"),
+            "{\"city\":\"Rome\"}",
+        )
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_4_client_tool_calls_go_back_to_the_client_and_results_resume_the_turn() {
     let rig = Rig::start().await;
     rig.fake.push(Reply::Chunks(
-        Script::new()
-            .tool_call(
-                0,
-                Some("call_1"),
-                Some("get_weather"),
-                "{\"city\":\"Paris\"}",
-            )
-            .tool_call(
-                1,
-                Some("call_2"),
-                Some("get_weather"),
-                "{\"city\":\"Rome\"}",
-            )
+        paris_and_rome_calls()
             .finish("tool_calls")
             .usage(openai_usage(10, 0, 5, 0)),
     ));
@@ -1287,22 +1293,8 @@ async fn gw_4_tool_results_followed_by_the_clients_words_resume_the_turn_with_bo
     // resumes with the results, and its next model request reads the words after
     // them. Results may come in any order.
     let rig = Rig::start().await;
-    rig.fake.push(Reply::Chunks(
-        Script::new()
-            .tool_call(
-                0,
-                Some("call_1"),
-                Some("get_weather"),
-                "{\"city\":\"Paris\"}",
-            )
-            .tool_call(
-                1,
-                Some("call_2"),
-                Some("get_weather"),
-                "{\"city\":\"Rome\"}",
-            )
-            .finish("tool_calls"),
-    ));
+    rig.fake
+        .push(Reply::Chunks(paris_and_rome_calls().finish("tool_calls")));
     rig.fake.push(Reply::text("Both sunny"));
     let mut history = conversation("be brief", "weather?");
     let first = chat(
