@@ -91,6 +91,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ccare_core::SessionId;
+use rusqlite::config::DbConfig;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
 use tokio::sync::oneshot;
@@ -612,6 +613,18 @@ const SCHEMA_PROBES: [&str; 4] = [
     lease::PROBE,
 ];
 
+/// Turns on SQLite's query planner stability guarantee for `conn`. Without it, a
+/// statement whose plan could depend on a bound value (a range such as `key >= ?2`,
+/// `seq < ?3`, or a `LIMIT ?`) is compiled again at every execution, cached or not:
+/// the bundled SQLite is built with STAT4, which marks such parameters "reprepare on
+/// bind". Every range read here (a session's KV rows, a span of events) would pay a
+/// full parse and plan each time, on the request path. The store never runs
+/// `ANALYZE`, so there are no statistics a new plan could use anyway.
+fn stable_plans(conn: &Connection) -> rusqlite::Result<()> {
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .map(|_| ())
+}
+
 /// How many prepared statements the writer connection keeps: more than it uses.
 const WRITER_STATEMENTS: usize = 64;
 
@@ -621,6 +634,7 @@ fn open_writer(path: &Path) -> Result<Connection, StoreError> {
     let mut conn = Connection::open(path).map_err(|err| fail("cannot open the database", err))?;
     conn.busy_timeout(SqliteStore::BUSY_TIMEOUT)
         .map_err(|err| fail("cannot set busy_timeout", err))?;
+    stable_plans(&conn).map_err(|err| fail("cannot keep query plans stable", err))?;
     let mode: String = conn
         .pragma_update_and_check(None, "journal_mode", "WAL", |row| row.get(0))
         .map_err(|err| fail("cannot enable WAL", err))?;
@@ -1271,6 +1285,13 @@ impl ReadPool {
                 .map_err(|err| {
                     backend("open", path, format_args!("cannot set busy_timeout: {err}"))
                 })?;
+            stable_plans(&conn).map_err(|err| {
+                backend(
+                    "open",
+                    path,
+                    format_args!("cannot keep query plans stable: {err}"),
+                )
+            })?;
             idle.push(conn);
         }
         Ok(Self {
@@ -1763,7 +1784,65 @@ fn kv_scan(
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::expect_used)]
+
     use super::prefix_successor;
+
+    /// A range read is compiled once and then reused: binding a new range to the
+    /// cached statement does not make SQLite parse and plan it again (STAT4's
+    /// reprepare-on-bind, turned off by `stable_plans`).
+    #[test]
+    fn range_reads_are_not_compiled_again_at_each_execution() {
+        use super::{KvPage, ReadPool, kv_scan, open_writer};
+        use rusqlite::StatementStatus;
+
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("ccare.db");
+        let writer = open_writer(&path).expect("the writer opens");
+        for key in ["a/1", "a/2", "b/1", "c/1"] {
+            writer
+                .execute(
+                    "INSERT INTO kv (domain, key, version, value) VALUES ('d', ?1, 1, x'7b7d')",
+                    [key],
+                )
+                .expect("a row is written");
+        }
+        let pool = ReadPool::open(&path, 1).expect("the readers open");
+        let Some(mut checkout) = pool.try_checkout() else {
+            panic!("no idle read connection");
+        };
+        let Some(conn) = checkout.conn.as_mut() else {
+            panic!("the checkout holds no connection");
+        };
+        let page = KvPage {
+            after: None,
+            limit: Some(64),
+        };
+        for prefix in ["a/", "b/", "c/", "a/"] {
+            let rows = kv_scan(conn, &path, "d", prefix, &page).expect("the scan reads");
+            assert_eq!(rows.len(), if prefix == "a/" { 2 } else { 1 }, "{prefix}");
+        }
+        let statement = conn
+            .prepare_cached(
+                "SELECT key, version, value FROM kv WHERE domain = ?1 AND key >= ?2 AND key < ?4 ORDER BY key LIMIT ?3",
+            )
+            .expect("the scan's statement is cached");
+        assert_eq!(statement.get_status(StatementStatus::RePrepare), 0);
+        let mut statement = writer
+            .prepare("SELECT key FROM kv WHERE domain = ?1 AND key >= ?2 LIMIT ?3")
+            .expect("the writer prepares a range read");
+        for lower in ["b", "c"] {
+            let mut rows = statement
+                .query(rusqlite::params!["d", lower, 1])
+                .expect("the range read runs");
+            assert!(rows.next().expect("a row reads").is_some(), "{lower}");
+        }
+        assert_eq!(
+            statement.get_status(StatementStatus::RePrepare),
+            0,
+            "the writer's connection keeps its plans too"
+        );
+    }
 
     #[test]
     fn successor_bounds_exactly_the_prefixed_strings() {
