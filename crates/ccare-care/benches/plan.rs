@@ -35,6 +35,12 @@
 //!   request hashed, so the gate, like the boundary, costs what changed; their ratio
 //!   shows whether it grows with the session.
 //!
+//! - `journal_open_20k` / `journal_open_2k`: a process's first use of the journal
+//!   over a SQLite store holding 20,000 / 2,000 request records (20 for each of
+//!   1,000 / 100 sessions), all indexed. The open reads every record once (to continue
+//!   `dispatchOrder` and to index records that lost their index row), so it grows with
+//!   the store; it reads each record's head from its bytes and builds none.
+//!
 //! The journal rows are written as a store from before issue 14 holds them (keys
 //! `call_<callId>`, no session index), so the same bench measures both layouts; the
 //! plugin's first boundary (in setup, untimed) opens the journal.
@@ -619,6 +625,76 @@ fn journal_list_1_session(bencher: divan::Bencher) {
 #[divan::bench]
 fn journal_list_1000_sessions(bencher: divan::Bencher) {
     bench_list(bencher, 1_000);
+}
+
+/// A SQLite store (in the temporary directory) whose journal holds 20 settled
+/// request records of each of `sessions` sessions, indexed: what a long-running
+/// server leaves. The store handle is shared by every open.
+fn stored_journal(sessions: usize) -> (tempfile::TempDir, Arc<dyn ccare_store::Store>) {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn ccare_store::Store> = Arc::new(
+        ccare_store::SqliteStore::open(ccare_store::SqliteConfig::new(dir.path().join("ccare.db")))
+            .unwrap(),
+    );
+    runtime().block_on(async {
+        let domains = ccare_agent::domains::Domains::new(Arc::clone(&store));
+        let domain = domains
+            .open(
+                ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
+                    .table(ccare_agent::domains::TableSpec::new("records")),
+                "context-care",
+            )
+            .await
+            .unwrap();
+        let table = domain.table("records").unwrap();
+        let mut order = 0;
+        for session in 0..sessions {
+            for index in 0..20 {
+                order += 1;
+                let session = format!("session-{session:05}");
+                table
+                    .put(
+                        &format!("call_{session}-{index}"),
+                        request_row(&session, index, order),
+                    )
+                    .unwrap();
+            }
+        }
+        domain.flush(None).await.unwrap();
+        domains.close("context_care_requests");
+        // The first open indexes them (as a store from before the index is opened).
+        let journal = ccare_care::journal::RequestJournal::new(
+            ccare_agent::domains::Domains::new(Arc::clone(&store)).for_owner("context-care"),
+        );
+        journal.open().await.unwrap();
+    });
+    (dir, store)
+}
+
+/// Opens the journal of `sessions` sessions (20 records each) as a process's first
+/// journal use does: reads what it needs to continue `dispatchOrder` and to find
+/// records that lost their index row.
+fn bench_open(bencher: divan::Bencher, sessions: usize) {
+    let (_dir, store) = stored_journal(sessions);
+    bencher.bench_local(|| {
+        let journal = ccare_care::journal::RequestJournal::new(
+            ccare_agent::domains::Domains::new(Arc::clone(&store)).for_owner("context-care"),
+        );
+        runtime().block_on(journal.open()).unwrap();
+        journal
+    });
+}
+
+/// The journal's open with 20,000 records in the store (1,000 sessions).
+#[divan::bench(sample_count = 10)]
+fn journal_open_20k(bencher: divan::Bencher) {
+    bench_open(bencher, 1_000);
+}
+
+/// The journal's open with 2,000 records in the store (100 sessions).
+#[divan::bench(sample_count = 20)]
+fn journal_open_2k(bencher: divan::Bencher) {
+    bench_open(bencher, 100);
 }
 
 fn bench_gate(bencher: divan::Bencher, rig: BoundaryRig) {

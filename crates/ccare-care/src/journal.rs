@@ -46,7 +46,7 @@ use tokio::sync::OnceCell;
 use crate::pricing::{CalibrationRecord, JournalRecordKind, RecordUsage, RequestOutcome};
 use records::{
     JournalRecord, MaintenanceView, PhaseFields, RecordFailure, RecordHead, RequestPhase,
-    RequestRecord, RequestView, view,
+    RequestRecord, RequestView, StoredHead, view,
 };
 
 /// The journal's storage domain (CC-JNL-1).
@@ -434,7 +434,9 @@ impl RequestJournal {
         let mut indexed: std::collections::HashSet<String> = std::collections::HashSet::new();
         let mut after: Option<String> = None;
         loop {
-            let page = index.stored_page("", after.as_deref(), OPEN_PAGE).await?;
+            let page = index
+                .stored_page_as::<serde::de::IgnoredAny>("", after.as_deref(), OPEN_PAGE)
+                .await?;
             let full = page.len() == OPEN_PAGE;
             after = page.last().map(|(row, _)| row.clone());
             indexed.extend(page.into_iter().map(|(row, _)| row));
@@ -451,36 +453,36 @@ impl RequestJournal {
         let mut largest = 0;
         let mut after: Option<String> = None;
         loop {
-            let page = table.stored_page("", after.as_deref(), OPEN_PAGE).await?;
+            // Each record's head and order, read from its bytes: the open builds no
+            // record.
+            let page = table
+                .stored_page_as::<StoredHead>("", after.as_deref(), OPEN_PAGE)
+                .await?;
             let full = page.len() == OPEN_PAGE;
             after = page.last().map(|(key, _)| key.clone());
             for (key, record) in page {
+                records.insert(key.clone());
+                let Some(record) = record else {
+                    continue;
+                };
                 if key.starts_with("call_")
-                    && let Value::Object(fields) = &*record
-                    && let Some(order) = fields
-                        .get("data")
-                        .and_then(view::<RequestView<'_>>)
-                        .and_then(|data| data.dispatch_order)
+                    && let Some(order) = record.dispatch_order()
                 {
                     largest = largest.max(order);
                 }
-                records.insert(key.clone());
-                let Some(head) = view::<RecordHead<'_>>(&record) else {
+                let Some((session, at, kind)) = record.head() else {
                     continue;
                 };
-                if SessionId::new(head.session_id).is_err() {
+                if SessionId::new(session).is_err() {
                     continue;
                 }
-                let row = IndexRow {
-                    at: head.at,
-                    kind: head.kind,
-                };
-                let index_row = index_key(head.session_id, &key);
+                let row = IndexRow { at, kind };
+                let index_row = index_key(session, &key);
                 if !indexed.contains(&index_row) {
                     missing.push((index_row, row));
                 }
                 sessions
-                    .entry(head.session_id.to_owned())
+                    .entry(session.to_owned())
                     .or_default()
                     .push((row, key));
             }

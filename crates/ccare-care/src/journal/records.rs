@@ -294,6 +294,126 @@ impl<'a> MaintenanceView<'a> {
     }
 }
 
+/// What the journal's open reads of every stored record, straight from its bytes
+/// ([`ccare_agent::domains::Table::stored_page_as`]): its head, and the
+/// `dispatchOrder` in its `data`. Any JSON object reads as one: a field of the wrong
+/// type reads as absent, and nothing else of `data` (a request's surface seqs, its
+/// pricing) is built.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct StoredHead {
+    session_id: Option<Value>,
+    at: Option<Value>,
+    kind: Option<Value>,
+    data: StoredOrder,
+}
+
+impl StoredHead {
+    /// The session, time and kind, as [`RecordHead`] reads them (`at` absent reads
+    /// as 0); `None` when one of them is not what it should be.
+    pub(crate) fn head(&self) -> Option<(&str, i64, JournalRecordKind)> {
+        let session = self.session_id.as_ref()?.as_str()?;
+        let at = match &self.at {
+            None => 0,
+            Some(at) => at.as_i64()?,
+        };
+        let kind = JournalRecordKind::deserialize(self.kind.as_ref()?).ok()?;
+        Some((session, at, kind))
+    }
+
+    /// The `dispatchOrder` in `data`, when it is a non-negative integer.
+    pub(crate) fn dispatch_order(&self) -> Option<u64> {
+        self.data.0
+    }
+}
+
+/// Whether a key of a record's `data` is `dispatchOrder`, read without copying it.
+struct OrderKey(bool);
+
+impl<'de> Deserialize<'de> for OrderKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = OrderKey;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("a key")
+            }
+
+            fn visit_str<E>(self, key: &str) -> Result<OrderKey, E> {
+                Ok(OrderKey(key == "dispatchOrder"))
+            }
+        }
+        deserializer.deserialize_str(Visit)
+    }
+}
+
+/// The `dispatchOrder` of a record's `data`, read without building the rest of it;
+/// absent when `data` is not an object or holds no such integer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct StoredOrder(Option<u64>);
+
+impl<'de> Deserialize<'de> for StoredOrder {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = StoredOrder;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.write_str("any JSON value")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<StoredOrder, A::Error> {
+                let mut order = None;
+                while let Some(OrderKey(is_order)) = map.next_key::<OrderKey>()? {
+                    if is_order {
+                        order = map.next_value::<Value>()?.as_u64();
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(StoredOrder(order))
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<StoredOrder, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(StoredOrder(None))
+            }
+
+            fn visit_bool<E>(self, _: bool) -> Result<StoredOrder, E> {
+                Ok(StoredOrder(None))
+            }
+
+            fn visit_i64<E>(self, _: i64) -> Result<StoredOrder, E> {
+                Ok(StoredOrder(None))
+            }
+
+            fn visit_u64<E>(self, _: u64) -> Result<StoredOrder, E> {
+                Ok(StoredOrder(None))
+            }
+
+            fn visit_f64<E>(self, _: f64) -> Result<StoredOrder, E> {
+                Ok(StoredOrder(None))
+            }
+
+            fn visit_str<E>(self, _: &str) -> Result<StoredOrder, E> {
+                Ok(StoredOrder(None))
+            }
+
+            fn visit_unit<E>(self) -> Result<StoredOrder, E> {
+                Ok(StoredOrder(None))
+            }
+        }
+        deserializer.deserialize_any(Visit)
+    }
+}
+
 /// One replace node a maintenance action appended (CC-JNL-3 `replacements[]`).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -311,4 +431,62 @@ pub struct Replacement {
 /// Decodes a view of `value`, borrowing its strings.
 pub(crate) fn view<'a, T: Deserialize<'a>>(value: &'a Value) -> Option<T> {
     T::deserialize(value).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::StoredHead;
+    use crate::pricing::JournalRecordKind;
+
+    fn read(json: &str) -> StoredHead {
+        serde_json::from_str(json).unwrap()
+    }
+
+    #[test]
+    fn a_stored_head_reads_the_head_and_the_dispatch_order_and_nothing_else() {
+        let full = read(
+            r#"{"version":1,"sessionId":"s-1","kind":"request","at":5,
+                "data":{"sourceSeqs":[1,2,{"x":[3]}],"dispatchOrder":7,"usage":{"inputTokens":9}}}"#,
+        );
+        assert_eq!(full.head(), Some(("s-1", 5, JournalRecordKind::Request)));
+        assert_eq!(full.dispatch_order(), Some(7));
+
+        // `at` absent reads as 0, as the borrowed head reads it; no order.
+        let maintenance = read(r#"{"sessionId":"s-2","kind":"maintenance","data":"text"}"#);
+        assert_eq!(
+            maintenance.head(),
+            Some(("s-2", 0, JournalRecordKind::Maintenance))
+        );
+        assert_eq!(maintenance.dispatch_order(), None);
+
+        // A field of the wrong type reads as absent; the others still read.
+        let odd = read(r#"{"sessionId":5,"kind":"request","at":1,"data":{"dispatchOrder":8}}"#);
+        assert_eq!(odd.head(), None);
+        assert_eq!(odd.dispatch_order(), Some(8));
+        for data in [
+            r#"{"dispatchOrder":-1}"#,
+            r#"{"dispatchOrder":"7"}"#,
+            r#"[1,2]"#,
+            "null",
+            "true",
+            "2.5",
+        ] {
+            let record = read(&format!(
+                r#"{{"sessionId":"s","kind":"request","at":"late","data":{data}}}"#
+            ));
+            assert_eq!(record.dispatch_order(), None, "{data}");
+            assert_eq!(record.head(), None, "`at` is not an integer");
+        }
+        assert_eq!(
+            read(r#"{"sessionId":"s","kind":"other","at":1}"#).head(),
+            None,
+            "an unknown kind"
+        );
+
+        // An escaped key is the key it spells.
+        let escaped = read(r#"{"data":{"dispatch\u004frder":3}}"#);
+        assert_eq!(escaped.dispatch_order(), Some(3));
+    }
 }

@@ -1249,3 +1249,59 @@ async fn h_dom_1_an_on_demand_table_is_not_loaded_at_open_and_reads_the_store_by
         Some(json!(30))
     );
 }
+
+#[tokio::test]
+async fn h_dom_1_a_typed_page_reads_each_row_as_its_type_and_refuses_a_row_that_is_not_json() {
+    #[derive(Debug, PartialEq, serde::Deserialize)]
+    struct Head {
+        n: u64,
+    }
+    let store = memory();
+    let spec = || DomainSpec::new("typed", 1).table(TableSpec::new("rows").on_demand());
+    {
+        let domains = Domains::new(Arc::clone(&store));
+        let domain = domains.open(spec(), "p").await.unwrap();
+        let rows = domain.table("rows").unwrap();
+        rows.put("a", json!({"n": 1, "rest": [1, 2, {"deep": true}]}))
+            .unwrap();
+        rows.put("b", json!({"n": "one"})).unwrap();
+        rows.put("c", json!("three")).unwrap();
+        rows.put("d", json!({"n": 4})).unwrap();
+        domain.flush(None).await.unwrap();
+    }
+    let domains = Domains::new(Arc::clone(&store));
+    let domain = domains.open(spec(), "p").await.unwrap();
+    let rows = domain.table("rows").unwrap();
+    let page = rows.stored_page_as::<Head>("", None, 3).await.unwrap();
+    assert_eq!(
+        page,
+        vec![
+            ("a".to_owned(), Some(Head { n: 1 })),
+            ("b".to_owned(), None),
+            ("c".to_owned(), None),
+        ]
+    );
+    let rest = rows.stored_page_as::<Head>("", Some("c"), 3).await.unwrap();
+    assert_eq!(rest, vec![("d".to_owned(), Some(Head { n: 4 }))]);
+    assert_eq!(rows.count(""), 0, "a page read keeps nothing");
+
+    // A row that starts as a `Head` of the wrong type but is not JSON at all, and one
+    // that is not JSON from the start: the page fails as `Corrupt`, naming the row.
+    for (after, key, bytes) in [
+        ("d", "e", &b"{\"n\": \"x\", oops"[..]),
+        ("e", "f", &b"{not json"[..]),
+    ] {
+        store
+            .kv_cas("typed", &format!("rows/{key}"), None, Some(bytes.to_vec()))
+            .await
+            .unwrap();
+        let error = rows
+            .stored_page_as::<Head>("", Some(after), 3)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&error, DomainError::Corrupt { domain, row, .. } if domain == "typed" && row.contains(&format!("rows/{key}"))),
+            "{error:?}"
+        );
+    }
+}
