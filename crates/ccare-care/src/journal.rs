@@ -431,19 +431,8 @@ impl RequestJournal {
     async fn reindex(&self, domain: &Domain) -> Result<u64, DomainError> {
         let table = domain.table(JOURNAL_TABLE)?;
         let index = domain.table(SESSION_INDEX_TABLE)?;
-        let mut indexed: std::collections::HashSet<String> = std::collections::HashSet::new();
-        let mut after: Option<String> = None;
-        loop {
-            let page = index
-                .stored_page_as::<serde::de::IgnoredAny>("", after.as_deref(), OPEN_PAGE)
-                .await?;
-            let full = page.len() == OPEN_PAGE;
-            after = page.last().map(|(row, _)| row.clone());
-            indexed.extend(page.into_iter().map(|(row, _)| row));
-            if !full {
-                break;
-            }
-        }
+        let indexed: std::collections::HashSet<String> =
+            index.stored_keys("").await?.into_iter().collect();
         // Every session's rows, read from the records (the index rows queued here are
         // not acknowledged yet).
         let mut sessions: std::collections::BTreeMap<String, Vec<(IndexRow, String)>> =

@@ -126,7 +126,8 @@ impl Ledger {
     ) -> Result<(), DomainError> {
         let domain = self.open().await?;
         let table = domain.table("entries")?;
-        let next = table.stored_prefix(&entries_of(session)).await?.len();
+        // Counted by key: no entry is built.
+        let next = table.stored_keys(&entries_of(session)).await?.len();
         let key = format!("{}/{next:08}", session.as_str());
         table.put(&key, serde_json::to_value(entry).unwrap_or(Value::Null))?;
         let flushed = domain.flush(table.partition(&key).as_deref()).await;

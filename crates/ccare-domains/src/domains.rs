@@ -997,6 +997,30 @@ impl Table {
         self.decoded(stored)
     }
 
+    /// The keys of every stored row whose key starts with `prefix`, ascending; no row
+    /// is built (each is only checked to be JSON, as a read of it would be) and memory
+    /// is left as it is. For counting or listing rows whose values the caller does not
+    /// need.
+    pub async fn stored_keys(&self, prefix: &str) -> Result<Vec<String>, DomainError> {
+        let mut keys = Vec::new();
+        let mut limit = FIRST_PREFIX_PAGE;
+        loop {
+            let page = self
+                .stored_page_as::<serde::de::IgnoredAny>(
+                    prefix,
+                    keys.last().map(String::as_str),
+                    limit,
+                )
+                .await?;
+            let full = page.len() == limit;
+            limit = SCAN_PAGE;
+            keys.extend(page.into_iter().map(|(key, _)| key));
+            if !full {
+                return Ok(keys);
+            }
+        }
+    }
+
     /// [`Table::stored_page`] with each row read as a `T` straight from its stored
     /// bytes, building no JSON tree: `None` for a row that is JSON but not a `T`; a
     /// row that is not JSON fails as `Corrupt`, as in [`Table::stored_page`]. For a

@@ -1305,3 +1305,41 @@ async fn h_dom_1_a_typed_page_reads_each_row_as_its_type_and_refuses_a_row_that_
         );
     }
 }
+
+#[tokio::test]
+async fn h_dom_1_stored_keys_lists_a_prefix_by_key_across_pages_keeping_nothing() {
+    let store = memory();
+    let spec = || DomainSpec::new("keys", 1).table(TableSpec::by_first_segment("rows").on_demand());
+    {
+        let domains = Domains::new(Arc::clone(&store));
+        let domain = domains.open(spec(), "p").await.unwrap();
+        let rows = domain.table("rows").unwrap();
+        // More than one page (the first holds 64), and neighbours on both sides.
+        for n in 0..150 {
+            rows.put(&format!("s1/{n:03}"), json!({"n": n, "big": [n, n, n]}))
+                .unwrap();
+        }
+        rows.put("s0/x", json!(0)).unwrap();
+        rows.put("s2/x", json!(2)).unwrap();
+        domain.flush(None).await.unwrap();
+    }
+    let domains = Domains::new(Arc::clone(&store));
+    let domain = domains.open(spec(), "p").await.unwrap();
+    let rows = domain.table("rows").unwrap();
+    let keys = rows.stored_keys("s1/").await.unwrap();
+    let expected: Vec<String> = (0..150).map(|n| format!("s1/{n:03}")).collect();
+    assert_eq!(keys, expected);
+    assert_eq!(rows.stored_keys("s3/").await.unwrap(), Vec::<String>::new());
+    assert_eq!(rows.stored_keys("").await.unwrap().len(), 152);
+    assert_eq!(rows.count(""), 0, "nothing is kept");
+
+    // A row that is not JSON is refused, as a read of it would be.
+    store
+        .kv_cas("keys", "rows/s1/200", None, Some(b"{not json".to_vec()))
+        .await
+        .unwrap();
+    assert!(matches!(
+        rows.stored_keys("s1/").await,
+        Err(DomainError::Corrupt { .. })
+    ));
+}
