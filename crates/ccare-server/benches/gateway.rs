@@ -60,16 +60,15 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use ccare_app::config::load_text;
-use ccare_app::{Agents, Home, Overrides, boot};
 use ccare_fake_openai::{FakeServer, Reply, Script};
-use ccare_server::{ServeOptions, Server, ServerContext, resolve_token};
+use common::{Gateway, gateway};
 use divan::Bencher;
 use divan::counter::ItemsCount;
 use parking_lot::Mutex;
@@ -162,14 +161,6 @@ fn new_runtime(name: &str) -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// One running gateway: its URL, bearer token and temp home.
-struct Gateway {
-    url: String,
-    token: String,
-    dir: std::path::PathBuf,
-    _server: Server,
-}
-
 /// The upstream, the two gateways and one pooled client for all of them.
 struct Setup {
     fake: FakeServer,
@@ -215,61 +206,6 @@ fn setup() -> &'static Setup {
 }
 
 /// The env the servers boot with: only the fake's key.
-fn env(name: &str) -> Option<String> {
-    (name == "FAKE_KEY").then(|| "sk-fake".to_owned())
-}
-
-fn config(base_url: &str, extra: &str) -> String {
-    format!(
-        r#"
-[agent]
-model = "fake/model"
-workspace = "workspace"
-
-[providers.fake]
-kind = "openai"
-base_url = "{base_url}"
-api_key_env = "FAKE_KEY"
-idle_timeout_ms = 5000
-max_attempts = 1
-
-[models."fake/model"]
-context_window = 16000
-max_output_tokens = 1000
-
-{extra}
-"#
-    )
-}
-
-/// Boots the default profile over a fresh temp home and starts `ccare serve`'s server
-/// on `127.0.0.1:0`, as the server's test rig does.
-async fn gateway(base_url: &str, extra: &str) -> Gateway {
-    let dir = tempfile::tempdir().unwrap().keep();
-    let config_path = dir.join("ccare.toml");
-    let text = config(base_url, extra);
-    std::fs::write(&config_path, &text).unwrap();
-    let home = Home {
-        dir: dir.join("home"),
-    };
-    let settings = load_text(&text, &config_path, &home, &Overrides::default(), &env).unwrap();
-    let booted = Arc::new(boot(&settings, None, &env).unwrap());
-    let agents = Agents::of(&booted);
-    let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let (token, source) = resolve_token(&settings.http, addr, &home.dir, &env).unwrap();
-    let mut options = ServeOptions::from_settings(&settings.http, token.clone(), &source);
-    options.addr = addr;
-    let server = Server::start(ServerContext { booted, agents }, options)
-        .await
-        .unwrap();
-    Gateway {
-        url: format!("http://{}/v1/chat/completions", server.local_addr()),
-        token: token.secret().to_owned(),
-        dir,
-        _server: server,
-    }
-}
-
 /// Where a request goes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Target {

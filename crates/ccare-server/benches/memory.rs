@@ -22,16 +22,14 @@
 //! few hundred bytes at most (maps that grew their capacity during the batch).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+mod common;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ccare_app::config::load_text;
-use ccare_app::{Agents, Home, Overrides, boot};
 use ccare_core::SessionId;
 use ccare_fake_openai::{FakeServer, Reply};
-use ccare_server::{ServeOptions, Server, ServerContext, resolve_token};
+use common::{Gateway, gateway};
 use serde_json::{Value, json};
 
 /// dhat's counting allocator: exact live heap bytes ([`live`]).
@@ -70,75 +68,6 @@ const CONCURRENCY: usize = 10;
 const WATCH_OFF: &str = "[plugins.stream-watch]\nenabled = false\n";
 const CARE_OFF: &str =
     "[plugins.context-care]\nenabled = false\n[plugins.stream-watch]\nenabled = false\n";
-
-/// One running gateway and what the bench asks it.
-struct Gateway {
-    url: String,
-    token: String,
-    agents: Agents,
-    dir: std::path::PathBuf,
-    _server: Server,
-}
-
-fn env(name: &str) -> Option<String> {
-    (name == "FAKE_KEY").then(|| "sk-fake".to_owned())
-}
-
-/// Boots the default profile over a fresh temp home with `extra` config and starts the
-/// server on `127.0.0.1:0`.
-async fn gateway(base_url: &str, extra: &str) -> Gateway {
-    let dir = tempfile::tempdir().unwrap().keep();
-    let config_path = dir.join("ccare.toml");
-    let text = format!(
-        r#"
-[agent]
-model = "fake/model"
-workspace = "workspace"
-
-[host]
-actor_idle_ms = {IDLE_MS}
-
-[providers.fake]
-kind = "openai"
-base_url = "{base_url}"
-api_key_env = "FAKE_KEY"
-max_attempts = 1
-
-[models."fake/model"]
-context_window = 16000
-max_output_tokens = 1000
-
-{extra}
-"#
-    );
-    std::fs::write(&config_path, &text).unwrap();
-    let home = Home {
-        dir: dir.join("home"),
-    };
-    let settings = load_text(&text, &config_path, &home, &Overrides::default(), &env).unwrap();
-    let booted = Arc::new(boot(&settings, None, &env).unwrap());
-    let agents = Agents::of(&booted);
-    let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
-    let (token, source) = resolve_token(&settings.http, addr, &home.dir, &env).unwrap();
-    let mut options = ServeOptions::from_settings(&settings.http, token.clone(), &source);
-    options.addr = addr;
-    let server = Server::start(
-        ServerContext {
-            booted,
-            agents: agents.clone(),
-        },
-        options,
-    )
-    .await
-    .unwrap();
-    Gateway {
-        url: format!("http://{}/v1/chat/completions", server.local_addr()),
-        token: token.secret().to_owned(),
-        agents,
-        dir,
-        _server: server,
-    }
-}
 
 /// A user message no earlier request sent.
 fn user_message() -> Value {
@@ -240,7 +169,8 @@ fn main() {
             ("context care only", WATCH_OFF),
             ("care off", CARE_OFF),
         ] {
-            let gateway = gateway(&fake.base_url(), extra).await;
+            let config = format!("[host]\nactor_idle_ms = {IDLE_MS}\n{extra}");
+            let gateway = gateway(&fake.base_url(), &config).await;
             let new = retained(&client, &gateway, &NEW, 1).await;
             let continuing = retained(&client, &gateway, &CONTINUING, TURNS).await;
             println!(
