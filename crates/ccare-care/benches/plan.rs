@@ -333,6 +333,37 @@ fn user_draft(message: &Message) -> ccare_core::EventDraft {
 }
 
 /// One settled conversation request of `session` as the journal stores it.
+/// Writes `count` settled request records of each `(session, count)` into the
+/// journal's records table of `store`, as a store from before the session index
+/// holds them (keys `call_<session>-<index>`, no index row), `dispatchOrder`
+/// counting across all of them.
+async fn store_requests(store: &Arc<dyn ccare_store::Store>, sessions: &[(String, usize)]) {
+    let domains = ccare_agent::domains::Domains::new(Arc::clone(store));
+    let domain = domains
+        .open(
+            ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
+                .table(ccare_agent::domains::TableSpec::new("records")),
+            "context-care",
+        )
+        .await
+        .unwrap();
+    let table = domain.table("records").unwrap();
+    let mut order = 0;
+    for (session, count) in sessions {
+        for index in 0..*count {
+            order += 1;
+            table
+                .put(
+                    &format!("call_{session}-{index}"),
+                    request_row(session, index, order),
+                )
+                .unwrap();
+        }
+    }
+    domain.flush(None).await.unwrap();
+    domains.close("context_care_requests");
+}
+
 fn request_row(session: &str, index: usize, order: usize) -> serde_json::Value {
     serde_json::json!({
         "version": 1,
@@ -392,41 +423,10 @@ impl BoundaryRig {
             }
             session.flush().await.unwrap();
             // The journal as earlier processes left it.
-            let domains = ccare_agent::domains::Domains::new(Arc::clone(&store));
-            let domain = domains
-                .open(
-                    ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
-                        .table(ccare_agent::domains::TableSpec::new("records")),
-                    "context-care",
-                )
-                .await
-                .unwrap();
-            let table = domain.table("records").unwrap();
-            let mut order = 0;
             let own = session.id().as_str().to_owned();
-            for index in 0..messages / 4 {
-                order += 1;
-                table
-                    .put(
-                        &format!("call_{own}-{index}"),
-                        request_row(&own, index, order),
-                    )
-                    .unwrap();
-            }
-            for other in 0..others {
-                let id = format!("other-session-{other:04}");
-                for index in 0..20 {
-                    order += 1;
-                    table
-                        .put(
-                            &format!("call_{id}-{index}"),
-                            request_row(&id, index, order),
-                        )
-                        .unwrap();
-                }
-            }
-            domain.flush(None).await.unwrap();
-            domains.close("context_care_requests");
+            let mut sessions = vec![(own, messages / 4)];
+            sessions.extend((0..others).map(|other| (format!("other-session-{other:04}"), 20)));
+            store_requests(&store, &sessions).await;
             let route = kit.host().llm().route("s/small").unwrap();
             let care = ccare_care::ContextCare::default()
                 .with_route(ccare_care::RouteSnapshot::of(&route));
@@ -565,34 +565,9 @@ fn listed_journal(
 ) -> (ccare_care::journal::RequestJournal, ccare_core::SessionId) {
     runtime().block_on(async {
         let store: Arc<dyn ccare_store::Store> = Arc::new(ccare_store::MemoryStore::new());
-        let domains = ccare_agent::domains::Domains::new(Arc::clone(&store));
-        let domain = domains
-            .open(
-                ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
-                    .table(ccare_agent::domains::TableSpec::new("records")),
-                "context-care",
-            )
-            .await
-            .unwrap();
-        let table = domain.table("records").unwrap();
-        let mut order = 0;
-        let mut put = |session: &str, count: usize| {
-            for index in 0..count {
-                order += 1;
-                table
-                    .put(
-                        &format!("call_{session}-{index}"),
-                        request_row(session, index, order),
-                    )
-                    .unwrap();
-            }
-        };
-        put("bench-session", own);
-        for other in 0..others {
-            put(&format!("other-session-{other:04}"), 20);
-        }
-        domain.flush(None).await.unwrap();
-        domains.close("context_care_requests");
+        let mut sessions = vec![("bench-session".to_owned(), own)];
+        sessions.extend((0..others).map(|other| (format!("other-session-{other:04}"), 20)));
+        store_requests(&store, &sessions).await;
         let journal = ccare_care::journal::RequestJournal::new(
             ccare_agent::domains::Domains::new(store).for_owner("context-care"),
         );
@@ -604,27 +579,41 @@ fn listed_journal(
     })
 }
 
-fn bench_list(bencher: divan::Bencher, others: usize) {
+/// Lists the session's records, `resident` (as the process driving it reads them)
+/// or not (as a reader of another session, the UI, reads them: from the store).
+fn bench_list(bencher: divan::Bencher, others: usize, resident: bool) {
     let (journal, session) = listed_journal(1_024, others);
+    if resident {
+        runtime().block_on(journal.keep_resident(&session)).unwrap();
+    }
     assert_eq!(
         runtime().block_on(journal.list(&session)).unwrap().len(),
         1_024
     );
+    assert_eq!(journal.rows_in_memory() > 0, resident);
     bencher.bench_local(|| runtime().block_on(journal.list(&session)).unwrap().len());
 }
 
 /// What a freeze after one of the session's own journal writes reads first (every
 /// record decode after it is cached): the session's 1,024 kept records
-/// (`journal_keep`'s default) listed by its index, with 1 other session in the store.
+/// (`journal_keep`'s default) listed by its index, from memory (the session is
+/// resident, as the one a process drives is), with 1 other session in the store.
 #[divan::bench]
 fn journal_list_1_session(bencher: divan::Bencher) {
-    bench_list(bencher, 1);
+    bench_list(bencher, 1, true);
 }
 
 /// [`journal_list_1_session`] with 1,000 other sessions (20 records each) in the store.
 #[divan::bench]
 fn journal_list_1000_sessions(bencher: divan::Bencher) {
-    bench_list(bencher, 1_000);
+    bench_list(bencher, 1_000, true);
+}
+
+/// [`journal_list_1000_sessions`] of a session this process does not drive (the UI's
+/// journal of another session): its index rows and each record read from the store.
+#[divan::bench(sample_count = 20)]
+fn journal_list_stored(bencher: divan::Bencher) {
+    bench_list(bencher, 1_000, false);
 }
 
 /// A SQLite store (in the temporary directory) whose journal holds 20 settled
@@ -637,31 +626,10 @@ fn stored_journal(sessions: usize) -> (tempfile::TempDir, Arc<dyn ccare_store::S
             .unwrap(),
     );
     runtime().block_on(async {
-        let domains = ccare_agent::domains::Domains::new(Arc::clone(&store));
-        let domain = domains
-            .open(
-                ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
-                    .table(ccare_agent::domains::TableSpec::new("records")),
-                "context-care",
-            )
-            .await
-            .unwrap();
-        let table = domain.table("records").unwrap();
-        let mut order = 0;
-        for session in 0..sessions {
-            for index in 0..20 {
-                order += 1;
-                let session = format!("session-{session:05}");
-                table
-                    .put(
-                        &format!("call_{session}-{index}"),
-                        request_row(&session, index, order),
-                    )
-                    .unwrap();
-            }
-        }
-        domain.flush(None).await.unwrap();
-        domains.close("context_care_requests");
+        let sessions: Vec<(String, usize)> = (0..sessions)
+            .map(|session| (format!("session-{session:05}"), 20))
+            .collect();
+        store_requests(&store, &sessions).await;
         // The first open indexes them (as a store from before the index is opened).
         let journal = ccare_care::journal::RequestJournal::new(
             ccare_agent::domains::Domains::new(Arc::clone(&store)).for_owner("context-care"),
