@@ -369,7 +369,7 @@ impl Care {
         Ok(controller)
     }
 
-    /// Drops the session's per-session state (a closed session, [`crate::closed`]);
+    /// Drops the session's per-session state (a closed session, [`crate::lifecycle`]);
     /// its next use rebuilds it from the store.
     pub(crate) fn forget_session(&self, session: &SessionId) {
         self.sessions.lock().remove(session);

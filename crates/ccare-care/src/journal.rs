@@ -229,6 +229,13 @@ impl RequestJournal {
         self.resident(session).await.map(|_| ())
     }
 
+    /// Notes that `session` was just created in this process (created, imported or
+    /// forked: an id new to the store), so it has no records: its first use makes it
+    /// resident without reading the store ([`residency`]).
+    pub fn note_created(&self, session: &SessionId) {
+        self.residency.note_created(session.as_str());
+    }
+
     /// The open domain, with `session` resident.
     async fn resident(&self, session: &SessionId) -> Result<&Domain, DomainError> {
         let domain = self.open().await?;
@@ -876,6 +883,47 @@ mod tests {
         assert_eq!(last.key, "call_next");
         assert_eq!(last.data()["dispatchOrder"], 1101);
         assert_eq!(next.len(), 300, "the new record counts against the limit");
+    }
+
+    #[tokio::test]
+    async fn a_session_noted_created_is_resident_without_reading_the_store() {
+        let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        let earlier = journal(&store);
+        let sessions: Vec<SessionId> = (0..3)
+            .map(|n| SessionId::new(format!("s-{n}")).unwrap())
+            .collect();
+        for (n, session) in sessions.iter().enumerate() {
+            earlier
+                .ready(session, 1, &record(&format!("c{n}")))
+                .await
+                .unwrap();
+        }
+        earlier.flush().await.unwrap();
+
+        // Rows stored under ids noted as created here are not read: a load would have
+        // brought in each session's record and index row.
+        let journal = journal(&store);
+        journal.note_created(&sessions[0]);
+        journal.keep_resident(&sessions[0]).await.unwrap();
+        assert_eq!(
+            journal.rows_in_memory(),
+            0,
+            "nothing read for a created session"
+        );
+        journal.keep_resident(&sessions[1]).await.unwrap();
+        assert_eq!(journal.rows_in_memory(), 2, "another session is loaded");
+
+        // The note is used once, and only the newest 256 are kept.
+        journal.note_created(&sessions[2]);
+        for n in 0..256 {
+            journal.note_created(&SessionId::new(format!("s-later-{n}")).unwrap());
+        }
+        journal.keep_resident(&sessions[2]).await.unwrap();
+        assert_eq!(
+            journal.rows_in_memory(),
+            4,
+            "a note that fell off is loaded"
+        );
     }
 
     #[tokio::test]

@@ -63,7 +63,6 @@
 pub mod boundary;
 pub mod budget;
 mod care;
-mod closed;
 pub mod config;
 pub mod controls_catalog;
 mod gate;
@@ -71,6 +70,7 @@ mod guidance;
 pub mod hysteresis;
 pub mod journal;
 pub mod ledger;
+mod lifecycle;
 pub mod maintenance;
 pub mod memo;
 pub mod metrics;

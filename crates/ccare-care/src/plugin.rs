@@ -80,7 +80,7 @@ impl ContextCare {
 
     /// How many sessions the mounted plugin holds in-memory state for (controllers and
     /// caches): the sessions this process drives or drove since they were last closed
-    /// ([`crate::closed`]); `None` until mounted.
+    /// ([`crate::lifecycle`]); `None` until mounted.
     pub fn sessions_in_memory(&self) -> Option<usize> {
         Some(self.mounted.get()?.session_count())
     }
@@ -280,7 +280,7 @@ impl Plugin for ContextCare {
         scope.idle(Arc::new(JournalFlush {
             care: Arc::clone(&care),
         }));
-        scope.observer(Arc::new(crate::closed::ForgetClosed {
+        scope.observer(Arc::new(crate::lifecycle::SessionLifecycle {
             care: Arc::clone(&care),
         }));
         // The management routes (HR-1..3, RC-9): they live exactly while it is mounted.

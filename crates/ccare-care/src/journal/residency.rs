@@ -11,6 +11,11 @@
 //! have settled. A reader of a session that is not resident (the management routes,
 //! the report) reads the store and keeps nothing.
 //!
+//! A session created in this process (created, imported or forked: its id is new to
+//! the store) has no rows stored, so its first use makes it resident without reading
+//! the store ([`Residency::note_created`]; a new conversation's first request saves
+//! that read).
+//!
 //! A resident session's rows are loaded before anything reads or writes them: the
 //! residency of each session is a once-cell that its load initializes, and writers
 //! (`ready`, `maintenance`) make their session resident first. The phase writes of a
@@ -18,7 +23,7 @@
 //! eviction skips a session with a call in flight, and the call's last phase evicts it
 //! then.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use ccare_agent::domains::{Domain, DomainError};
@@ -33,7 +38,16 @@ use super::{JOURNAL_TABLE, SESSION_INDEX_TABLE, index_key};
 #[derive(Debug, Default)]
 pub(crate) struct Residency {
     sessions: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
+    /// Sessions created in this process and not resident yet, newest last (at most
+    /// [`CREATED_KEPT`]): the store holds no rows of theirs, so their first use
+    /// loads nothing. A session that fell off the list is loaded as any other.
+    created: Mutex<VecDeque<String>>,
 }
+
+/// How many created sessions [`Residency`] remembers before their first use. Each is
+/// used at once (a new conversation's first request); the bound keeps a process
+/// that creates sessions it never drives (imports) from growing.
+const CREATED_KEPT: usize = 256;
 
 impl Residency {
     /// Makes `session` resident, loading its index rows and records from the store the
@@ -45,7 +59,13 @@ impl Residency {
             let mut sessions = self.sessions.lock();
             match sessions.get(session) {
                 Some(cell) => Arc::clone(cell),
-                None => Arc::clone(sessions.entry(session.to_owned()).or_default()),
+                None => {
+                    // A session created here has nothing stored: resident as it is.
+                    let loaded = self.take_created(session).then_some(());
+                    let cell = Arc::new(OnceCell::new_with(loaded));
+                    sessions.insert(session.to_owned(), Arc::clone(&cell));
+                    cell
+                }
             }
         };
         cell.get_or_try_init(|| load(domain, session)).await?;
@@ -66,6 +86,29 @@ impl Residency {
                 Ok(true)
             }
             None => Ok(false),
+        }
+    }
+
+    /// Notes that `session` was created in this process: the store holds no rows of
+    /// it, so its first [`Residency::keep`] loads nothing.
+    pub(crate) fn note_created(&self, session: &str) {
+        let mut created = self.created.lock();
+        created.push_back(session.to_owned());
+        if created.len() > CREATED_KEPT {
+            created.pop_front();
+        }
+    }
+
+    /// Whether `session` was noted created and not used since; forgets it.
+    fn take_created(&self, session: &str) -> bool {
+        let mut created = self.created.lock();
+        // The newest first: a session is used right after it is created.
+        match created.iter().rposition(|noted| noted == session) {
+            Some(at) => {
+                created.remove(at);
+                true
+            }
+            None => false,
         }
     }
 

@@ -251,9 +251,28 @@ async fn store_legacy(rig: &crate::rig::Rig, rows: &[(String, Value)]) {
     domain.flush(None).await.unwrap();
 }
 
+/// The rig on a session an earlier process created: a first host creates it, a second
+/// one (the rig's) opens it. A session this process created has no journal rows in the
+/// store, so its first use reads none; one an earlier process left reads what the store
+/// holds, as rows that process (or an earlier version) wrote.
+async fn rig_on_earlier_session(script: &str, config: Value) -> crate::rig::Rig {
+    let earlier = rig("", json!({}), Some(16_000), true).await;
+    let crate::rig::Rig { dir, session, .. } = earlier;
+    crate::rig::rig_in(
+        dir,
+        script,
+        config,
+        Some(16_000),
+        true,
+        Some(session.id()),
+        ccare_agent::AgentOptions::new("s/small"),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn cc_jnl_1_records_stored_before_the_session_index_are_still_read() {
-    let rig = rig("", json!({}), Some(16_000), true).await;
+    let rig = rig_on_earlier_session("", json!({})).await;
     let own = rig.session.id().as_str().to_owned();
     let action = json!({
         "version": 1,
@@ -307,11 +326,9 @@ async fn cc_jnl_1_records_stored_before_the_session_index_are_still_read() {
 
 #[tokio::test]
 async fn cc_jnl_1_journal_keep_keeps_each_sessions_newest_records() {
-    let rig = rig(
+    let rig = rig_on_earlier_session(
         r#"{"text": "one", "usage": {"input": 900, "output": 12}}"#,
         json!({"journal_keep": 3}),
-        Some(16_000),
-        true,
     )
     .await;
     let own = rig.session.id().as_str().to_owned();

@@ -121,3 +121,80 @@ async fn cc_sum_5_a_live_checkpoint_whose_log_write_fails_is_committed_with_a_se
         "{secondary:?}"
     );
 }
+
+/// A session created in this process has no journal rows in the store, so its turns
+/// never read the journal's store: with every read of the journal's domain failing
+/// (after its open), a new session's turn completes and is journaled. A session the
+/// process did not create (opened from the store) is read, and says so.
+#[tokio::test]
+async fn cc_jnl_1_a_session_created_here_reads_nothing_of_the_journal_from_the_store() {
+    let store = broken_store();
+    let kit = TestHost::builder("{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}")
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .model(
+            "s/small",
+            ModelConfig {
+                context_window: Some(16_000),
+                max_output_tokens: Some(1_000),
+                ..ModelConfig::default()
+            },
+        )
+        .build()
+        .unwrap();
+    let route = kit.host().llm().route("s/small").unwrap();
+    let care = ContextCare::default().with_route(RouteSnapshot::of(&route));
+    kit.host().mount(&care, &json!({})).unwrap();
+    // A first turn opens the journal (its open reads the store).
+    let first = kit.session().await.unwrap();
+    let agent = kit.agent(&first, "s/small");
+    agent.prompt("open the journal");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+
+    store.fail(Fault::kv_reads("the disk is gone").containing("context_care_requests"));
+    let created = kit.session().await.unwrap();
+    let agent = kit.agent(&created, "s/small");
+    agent.prompt("a new conversation");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    assert_eq!(
+        care.journal_rows_in_memory(),
+        Some(4),
+        "each session's record and index row"
+    );
+
+    // A session this process did not create is loaded from the store: the read fails.
+    store.heal();
+    let other = TestHost::builder("{\"text\": \"four\"}\n{\"text\": \"five\"}")
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .model(
+            "s/small",
+            ModelConfig {
+                context_window: Some(16_000),
+                max_output_tokens: Some(1_000),
+                ..ModelConfig::default()
+            },
+        )
+        .build()
+        .unwrap();
+    let other_care = ContextCare::default().with_route(RouteSnapshot::of(&route));
+    other.host().mount(&other_care, &json!({})).unwrap();
+    let opener = other.session().await.unwrap();
+    let agent = other.agent(&opener, "s/small");
+    agent.prompt("open this process's journal");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    store.fail(Fault::kv_reads("the disk is gone").containing("context_care_requests"));
+    let reopened = other.host().sessions().open(created.id()).await.unwrap();
+    let agent = other.agent(&reopened, "s/small");
+    agent.prompt("continue it elsewhere");
+    let end = agent.when_idle().await;
+    let Some(TurnEndReason::Error { failure }) = end else {
+        panic!("{end:?}")
+    };
+    let failure = serde_json::to_value(&failure).unwrap();
+    assert!(
+        failure["message"]
+            .as_str()
+            .unwrap()
+            .contains("the disk is gone"),
+        "{failure}"
+    );
+}
