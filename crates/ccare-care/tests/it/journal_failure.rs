@@ -23,6 +23,18 @@ async fn composition(
     script: &str,
     config: serde_json::Value,
 ) -> (Agent, ScriptProvider) {
+    let (kit, _) = mounted(store, script, &config);
+    let session = kit.session().await.unwrap();
+    (kit.agent(&session, "s/small"), kit.script().clone())
+}
+
+/// The kernel's test host over `store` with its scripted provider on `s/small`
+/// (16,000 window), context-care mounted with `config`: one process's composition.
+fn mounted(
+    store: &Arc<FailingStore>,
+    script: &str,
+    config: &serde_json::Value,
+) -> (TestHost, ContextCare) {
     let kit = TestHost::builder(script)
         .store(Arc::clone(store) as Arc<dyn Store>)
         .model(
@@ -36,14 +48,9 @@ async fn composition(
         .build()
         .unwrap();
     let route = kit.host().llm().route("s/small").unwrap();
-    kit.host()
-        .mount(
-            &ContextCare::default().with_route(RouteSnapshot::of(&route)),
-            &config,
-        )
-        .unwrap();
-    let session = kit.session().await.unwrap();
-    (kit.agent(&session, "s/small"), kit.script().clone())
+    let care = ContextCare::default().with_route(RouteSnapshot::of(&route));
+    kit.host().mount(&care, config).unwrap();
+    (kit, care)
 }
 
 /// A memory store whose writes fail once told to.
@@ -129,21 +136,11 @@ async fn cc_sum_5_a_live_checkpoint_whose_log_write_fails_is_committed_with_a_se
 #[tokio::test]
 async fn cc_jnl_1_a_session_created_here_reads_nothing_of_the_journal_from_the_store() {
     let store = broken_store();
-    let kit = TestHost::builder("{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}")
-        .store(Arc::clone(&store) as Arc<dyn Store>)
-        .model(
-            "s/small",
-            ModelConfig {
-                context_window: Some(16_000),
-                max_output_tokens: Some(1_000),
-                ..ModelConfig::default()
-            },
-        )
-        .build()
-        .unwrap();
-    let route = kit.host().llm().route("s/small").unwrap();
-    let care = ContextCare::default().with_route(RouteSnapshot::of(&route));
-    kit.host().mount(&care, &json!({})).unwrap();
+    let (kit, care) = mounted(
+        &store,
+        "{\"text\": \"one\"}\n{\"text\": \"two\"}\n{\"text\": \"three\"}",
+        &json!({}),
+    );
     // A first turn opens the journal (its open reads the store).
     let first = kit.session().await.unwrap();
     let agent = kit.agent(&first, "s/small");
@@ -163,20 +160,11 @@ async fn cc_jnl_1_a_session_created_here_reads_nothing_of_the_journal_from_the_s
 
     // A session this process did not create is loaded from the store: the read fails.
     store.heal();
-    let other = TestHost::builder("{\"text\": \"four\"}\n{\"text\": \"five\"}")
-        .store(Arc::clone(&store) as Arc<dyn Store>)
-        .model(
-            "s/small",
-            ModelConfig {
-                context_window: Some(16_000),
-                max_output_tokens: Some(1_000),
-                ..ModelConfig::default()
-            },
-        )
-        .build()
-        .unwrap();
-    let other_care = ContextCare::default().with_route(RouteSnapshot::of(&route));
-    other.host().mount(&other_care, &json!({})).unwrap();
+    let (other, _other_care) = mounted(
+        &store,
+        "{\"text\": \"four\"}\n{\"text\": \"five\"}",
+        &json!({}),
+    );
     let opener = other.session().await.unwrap();
     let agent = other.agent(&opener, "s/small");
     agent.prompt("open this process's journal");
