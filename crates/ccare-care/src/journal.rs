@@ -583,7 +583,7 @@ impl RequestJournal {
                     .collect()
             } else {
                 let mut entries = Vec::new();
-                for (row, _) in index.stored_prefix(&prefix).await? {
+                for row in index.stored_keys(&prefix).await? {
                     let Some(key) = row.strip_prefix(&prefix) else {
                         continue;
                     };

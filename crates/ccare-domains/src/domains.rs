@@ -1002,23 +1002,15 @@ impl Table {
     /// is left as it is. For counting or listing rows whose values the caller does not
     /// need.
     pub async fn stored_keys(&self, prefix: &str) -> Result<Vec<String>, DomainError> {
-        let mut keys = Vec::new();
-        let mut limit = FIRST_PREFIX_PAGE;
-        loop {
-            let page = self
-                .stored_page_as::<serde::de::IgnoredAny>(
-                    prefix,
-                    keys.last().map(String::as_str),
-                    limit,
-                )
-                .await?;
-            let full = page.len() == limit;
-            limit = SCAN_PAGE;
-            keys.extend(page.into_iter().map(|(key, _)| key));
-            if !full {
-                return Ok(keys);
-            }
-        }
+        let name = &self.domain.inner.name;
+        self.stored_entries(prefix)
+            .await?
+            .into_iter()
+            .map(|(key, entry)| {
+                decode_as::<serde::de::IgnoredAny>(name, &row_key(&self.name, &key), &entry.value)?;
+                Ok(key)
+            })
+            .collect()
     }
 
     /// [`Table::stored_page`] with each row read as a `T` straight from its stored
