@@ -189,7 +189,7 @@ pub(crate) async fn check_request(
     let budget = record.budget;
     // Persisted before the decision (CC-BUD-6).
     journal
-        .flush_call(session_id, &record.call_id)
+        .flush_call(&record.call_id)
         .await
         .map_err(internal)?;
     match preflight(q, budget.as_ref()) {

@@ -540,15 +540,15 @@ impl RequestJournal {
         Ok(())
     }
 
-    /// Waits until the writes [`RequestJournal::ready`] queued for `call_id` of
-    /// `session` (its record, its index row) are durable, and returns the oldest
-    /// unreported failure among the record's and the session index's writes. Other
-    /// sessions' writes are not waited for: on a busy server the request gate waits
-    /// for its own record only (CC-BUD-6).
-    pub async fn flush_call(&self, session: &SessionId, call_id: &str) -> Result<(), DomainError> {
-        let domain = self.open().await?;
-        domain.flush(Some(&record_key(call_id))).await?;
-        domain.flush(Some(session.as_str())).await
+    /// Waits until the record [`RequestJournal::ready`] queued for `call_id` is
+    /// durable, and returns the oldest unreported failure among its writes: the request
+    /// gate waits for its own record only (CC-BUD-6), neither for other sessions' writes
+    /// nor for the record's index row. That row only finds the record again: it is
+    /// settled by the session's next [`RequestJournal::flush_for`] (which reports a
+    /// failure of it), and an open indexes a stored record that lacks one, so a crash
+    /// before it is durable loses nothing.
+    pub async fn flush_call(&self, call_id: &str) -> Result<(), DomainError> {
+        self.open().await?.flush(Some(&record_key(call_id))).await
     }
 
     /// Waits until every write of `session` queued before the call is settled, so a

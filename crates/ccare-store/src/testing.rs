@@ -5,10 +5,11 @@
 //! [`FailingStore`] wraps any [`Store`] and passes every call through, except those a
 //! current [`Fault`] matches: those fail with [`StoreError::Backend`] and never reach
 //! the inner store, so nothing of them is written. It can also hold back the
-//! acknowledgement of KV writes ([`FailingStore::hold_kv_writes`]): the write is
-//! applied, its ticket resolves only once released, as a write that is not durable yet.
-//! As in a real store, which makes operations durable in call order, an append or a
-//! flush made after a held KV write is held with it.
+//! acknowledgement of KV writes ([`FailingStore::hold_kv_writes`], or only those of some
+//! rows, [`FailingStore::hold_kv_writes_containing`]): the write is applied, its ticket
+//! resolves only once released, as a write that is not durable yet. As in a real store,
+//! which makes operations durable in call order, a write or a flush made after a held KV
+//! write is held with it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -113,6 +114,9 @@ pub struct FailingStore<S = MemoryStore> {
     faults: Mutex<Vec<Fault>>,
     /// `true` while KV write acknowledgements are held back.
     held: watch::Sender<bool>,
+    /// While held, only KV writes whose `<domain>/<key>` contains this are held (and
+    /// what follows one); `None`: every KV write.
+    held_rows: Mutex<Option<String>>,
     /// Whether a KV write was made while held: appends and flushes made after it are
     /// held too (durability in call order).
     backlog: AtomicBool,
@@ -135,6 +139,7 @@ impl<S: Store> FailingStore<S> {
             inner,
             faults: Mutex::new(Vec::new()),
             held: watch::Sender::new(false),
+            held_rows: Mutex::new(None),
             backlog: AtomicBool::new(false),
             kv_writes: Notify::new(),
             flushes: AtomicU64::new(0),
@@ -167,6 +172,17 @@ impl<S: Store> FailingStore<S> {
     /// not durable yet. Once such a write was made, later appends and flushes are held
     /// too, as the store makes operations durable in call order.
     pub fn hold_kv_writes(&self) {
+        *self.held_rows() = None;
+        self.backlog.store(false, Ordering::SeqCst);
+        self.held.send_replace(true);
+    }
+
+    /// [`FailingStore::hold_kv_writes`] for the KV writes whose `<domain>/<key>`
+    /// contains `needle` only (e.g. one table's rows): a write of another row made
+    /// before the first held one resolves as usual, and everything made after a held
+    /// one is held with it (durability in call order).
+    pub fn hold_kv_writes_containing(&self, needle: impl Into<String>) {
+        *self.held_rows() = Some(needle.into());
         self.backlog.store(false, Ordering::SeqCst);
         self.held.send_replace(true);
     }
@@ -175,6 +191,13 @@ impl<S: Store> FailingStore<S> {
     pub fn release_kv_writes(&self) {
         self.held.send_replace(false);
         self.backlog.store(false, Ordering::SeqCst);
+        *self.held_rows() = None;
+    }
+
+    fn held_rows(&self) -> MutexGuard<'_, Option<String>> {
+        self.held_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 
     /// `ticket`, held until release when a held KV write was made before it.
@@ -276,9 +299,18 @@ impl<S: Store> Store for FailingStore<S> {
             return failed(error);
         }
         let ticket = self.inner.kv_cas(domain, key, expected_version, value);
-        if *self.held.borrow() {
-            self.backlog.store(true, Ordering::SeqCst);
+        if !*self.held.borrow() {
+            return ticket;
         }
+        let held = self.backlog.load(Ordering::SeqCst)
+            || self
+                .held_rows()
+                .as_deref()
+                .is_none_or(|needle| format!("{domain}/{key}").contains(needle));
+        if !held {
+            return ticket;
+        }
+        self.backlog.store(true, Ordering::SeqCst);
         self.until_released(ticket)
     }
 

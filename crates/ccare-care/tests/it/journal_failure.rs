@@ -186,3 +186,62 @@ async fn cc_jnl_1_a_session_created_here_reads_nothing_of_the_journal_from_the_s
         "{failure}"
     );
 }
+
+/// CC-BUD-6: a request waits for its own `ready` record to be durable, not for the
+/// index row that finds the record again (an open indexes a stored record that lacks
+/// one): with the journal's index rows held back, the request still leaves, its record
+/// already stored; once the rows land, the session's index names the settled record.
+#[tokio::test]
+async fn cc_bud_6_a_request_waits_for_its_record_not_for_the_record_index_row() {
+    let store = broken_store();
+    let (kit, _care) = mounted(&store, "{\"text\": \"one\"}", &json!({}));
+    let session = kit.session().await.unwrap();
+    let agent = kit.agent(&session, "s/small");
+    store.hold_kv_writes_containing("context_care_requests/sessions/");
+    agent.prompt("go");
+    let left = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while kit.script().requests().is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    assert!(left.is_ok(), "the request waited for its index row");
+    let call_id = kit.script().requests()[0].call_id.clone();
+    let record = store
+        .inner()
+        .kv_get("context_care_requests", &format!("records/call_{call_id}"))
+        .await
+        .unwrap()
+        .expect("the ready record is stored before the request leaves");
+    let record: serde_json::Value = serde_json::from_slice(&record.value).unwrap();
+    assert_eq!(record["data"]["callId"], call_id.as_str(), "{record}");
+
+    store.release_kv_writes();
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let domains = ccare_agent::domains::Domains::new(Arc::clone(&store) as Arc<dyn Store>);
+    let domain = domains
+        .open(
+            ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
+                .table(ccare_agent::domains::TableSpec::new("records"))
+                .table(ccare_agent::domains::TableSpec::by_first_segment(
+                    "sessions",
+                )),
+            "reader",
+        )
+        .await
+        .unwrap();
+    let index: Vec<String> = domain
+        .table("sessions")
+        .unwrap()
+        .entries("")
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    assert_eq!(index, [format!("{}/call_{call_id}", session.id())]);
+    let settled = domain
+        .table("records")
+        .unwrap()
+        .get(&format!("call_{call_id}"))
+        .unwrap();
+    assert_eq!(settled["data"]["outcome"], "completed", "{settled}");
+}
