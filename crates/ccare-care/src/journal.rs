@@ -233,7 +233,7 @@ impl RequestJournal {
     /// forked: an id new to the store), so it has no records: its first use makes it
     /// resident without reading the store ([`residency`]).
     pub fn note_created(&self, session: &SessionId) {
-        self.residency.note_created(session.as_str());
+        self.residency.note_created(session);
     }
 
     /// The open domain, with `session` resident.

@@ -43,7 +43,7 @@ mod view;
 pub use decode::{Decoded, decode};
 pub use error::{AppendError, LoadError, SessionError, Violation};
 pub use log::{Candidate, LiveNode, SessionLog};
-pub use observe::{Lifecycle, Observer, ObserverError};
+pub use observe::{CreatedHere, Lifecycle, Observer, ObserverError};
 pub use on_demand::{OnDemandBroadcast, Subscription};
 pub use projection::{
     AnyState, ErasedProjection, PROJECTION_DOMAIN, Projection, ProjectionError, erase,

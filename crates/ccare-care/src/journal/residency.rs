@@ -23,10 +23,12 @@
 //! eviction skips a session with a call in flight, and the call's last phase evicts it
 //! then.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use ccare_agent::domains::{Domain, DomainError};
+use ccare_core::SessionId;
+use ccare_session::CreatedHere;
 use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 
@@ -38,16 +40,10 @@ use super::{JOURNAL_TABLE, SESSION_INDEX_TABLE, index_key};
 #[derive(Debug, Default)]
 pub(crate) struct Residency {
     sessions: Mutex<HashMap<String, Arc<OnceCell<()>>>>,
-    /// Sessions created in this process and not resident yet, newest last (at most
-    /// [`CREATED_KEPT`]): the store holds no rows of theirs, so their first use
-    /// loads nothing. A session that fell off the list is loaded as any other.
-    created: Mutex<VecDeque<String>>,
+    /// Sessions created in this process and not resident yet: the store holds no rows
+    /// of theirs, so their first use loads nothing.
+    created: CreatedHere,
 }
-
-/// How many created sessions [`Residency`] remembers before their first use. Each is
-/// used at once (a new conversation's first request); the bound keeps a process
-/// that creates sessions it never drives (imports) from growing.
-const CREATED_KEPT: usize = 256;
 
 impl Residency {
     /// Makes `session` resident, loading its index rows and records from the store the
@@ -61,7 +57,7 @@ impl Residency {
                 Some(cell) => Arc::clone(cell),
                 None => {
                     // A session created here has nothing stored: resident as it is.
-                    let loaded = self.take_created(session).then_some(());
+                    let loaded = self.created.take(session).then_some(());
                     let cell = Arc::new(OnceCell::new_with(loaded));
                     sessions.insert(session.to_owned(), Arc::clone(&cell));
                     cell
@@ -91,25 +87,8 @@ impl Residency {
 
     /// Notes that `session` was created in this process: the store holds no rows of
     /// it, so its first [`Residency::keep`] loads nothing.
-    pub(crate) fn note_created(&self, session: &str) {
-        let mut created = self.created.lock();
-        created.push_back(session.to_owned());
-        if created.len() > CREATED_KEPT {
-            created.pop_front();
-        }
-    }
-
-    /// Whether `session` was noted created and not used since; forgets it.
-    fn take_created(&self, session: &str) -> bool {
-        let mut created = self.created.lock();
-        // The newest first: a session is used right after it is created.
-        match created.iter().rposition(|noted| noted == session) {
-            Some(at) => {
-                created.remove(at);
-                true
-            }
-            None => false,
-        }
+    pub(crate) fn note_created(&self, session: &SessionId) {
+        self.created.note(session);
     }
 
     /// Whether `session` is resident now (loaded or loading).

@@ -59,7 +59,7 @@ use ccare_agent::{
 use ccare_core::kinds::{ASSISTANT_ATTEMPT, ASSISTANT_MESSAGE, AssistantReply};
 use ccare_core::{ContentBlock, Extra, Locale, Message, PluginSource, SessionId, Source};
 use ccare_llm::{CallConfig, Llm, Purpose};
-use ccare_session::Session;
+use ccare_session::{CreatedHere, Session};
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
@@ -130,6 +130,7 @@ pub(crate) fn mount(
         domains: scope.domains(),
         stores: OnceCell::new(),
         sessions: Mutex::new(HashMap::new()),
+        created: CreatedHere::default(),
         reservations: Mutex::new(HashMap::new()),
         failures: Mutex::new(Vec::new()),
     });
@@ -189,6 +190,11 @@ impl ccare_session::Observer for Forget {
         &self,
         notice: &ccare_session::Lifecycle,
     ) -> Result<(), ccare_session::ObserverError> {
+        if let ccare_session::Lifecycle::Created(session)
+        | ccare_session::Lifecycle::Forked { session, .. } = notice
+        {
+            self.0.created.note(session);
+        }
         if let ccare_session::Lifecycle::Closed(session) = notice {
             let entry = self.0.sessions.lock().remove(session);
             if let Some(entry) = entry.filter(|entry| entry.loaded)
@@ -267,6 +273,8 @@ struct Observer {
     domains: PluginDomains,
     stores: OnceCell<Stores>,
     sessions: Mutex<HashMap<SessionId, SessionEntry>>,
+    /// Sessions created here and not caught up yet: they have no rows to load.
+    created: CreatedHere,
     reservations: Mutex<HashMap<String, Reservation>>,
     /// Write errors of the synchronous delivery callbacks, reported by the next
     /// pre-step.
@@ -371,7 +379,8 @@ impl Observer {
     }
 
     /// Loads `session`'s state and watermark rows into memory the first time this
-    /// process catches it up (both tables are on demand); the caller holds the
+    /// process catches it up (both tables are on demand), reading nothing for a
+    /// session created here (the store has no rows of it); the caller holds the
     /// session's catch-up lock.
     async fn keep_loaded(&self, stores: &Stores, session: &SessionId) -> Result<(), DomainError> {
         if self
@@ -382,9 +391,11 @@ impl Observer {
         {
             return Ok(());
         }
-        let key = state_key(session.as_str(), SOURCE_ASSISTANT);
-        stores.state.table(STATE_TABLE)?.load(&key).await?;
-        stores.notices.table(WATERMARKS_TABLE)?.load(&key).await?;
+        if !self.created.take(session.as_str()) {
+            let key = state_key(session.as_str(), SOURCE_ASSISTANT);
+            stores.state.table(STATE_TABLE)?.load(&key).await?;
+            stores.notices.table(WATERMARKS_TABLE)?.load(&key).await?;
+        }
         self.sessions
             .lock()
             .entry(session.clone())

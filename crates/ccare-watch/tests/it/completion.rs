@@ -1006,3 +1006,69 @@ fn assert_third_turn_failed_naming_the_store(
         "the third request never left"
     );
 }
+
+/// A session created in this process has no state or watermark rows in the store, so
+/// its first catch-up reads none: with every read of the observer's domains failing
+/// (after their open), a new session's turn completes, its reply observed. A session
+/// the process did not create (opened from the store) is read, and its turn fails
+/// naming the store.
+#[tokio::test]
+async fn co_5_a_session_created_here_reads_nothing_of_the_observer_from_the_store() {
+    let store = Arc::new(ccare_agent::testing::FailingStore::new(
+        ccare_store::MemoryStore::new(),
+    ));
+    let shared = Arc::clone(&store) as Arc<dyn ccare_store::Store>;
+    let composition = Composition::over(
+        Arc::clone(&shared),
+        &[reply("ok"), reply("All done."), reply("fine")],
+    );
+    composition
+        .host
+        .mount(&StreamWatchPlugin::default(), &json!({}))
+        .unwrap();
+    // A first turn opens the domains (their open reads the store).
+    let (_first, agent) = composition.agent("scripted", None).await;
+    agent.prompt("open the domains");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+
+    let unreadable =
+        || ccare_agent::testing::Fault::kv_reads("the disk is gone").containing(STATE_DOMAIN);
+    store.fail(unreadable());
+    let (created, agent) = composition.agent("scripted", None).await;
+    agent.prompt("a new conversation");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    agent.prompt("go on");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let last = composition.script.requests().pop().unwrap();
+    let observed = last.config.messages.last().unwrap().message.source.clone();
+    assert!(
+        matches!(&observed, Some(Source::Plugin(source)) if source.kind == NOTICE_KIND),
+        "the reply was observed: {observed:?}"
+    );
+
+    // Another process, its domains open, reads the stored session's rows: it fails.
+    store.heal();
+    let other = Composition::over(shared, &[reply("four"), reply("five")]);
+    other
+        .host
+        .mount(&StreamWatchPlugin::default(), &json!({}))
+        .unwrap();
+    let (_opener, agent) = other.agent("scripted", None).await;
+    agent.prompt("open this process's domains");
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    store.fail(unreadable());
+    let (_reopened, agent) = other.agent("scripted", Some(created.id())).await;
+    agent.prompt("continue it elsewhere");
+    let end = agent.when_idle().await;
+    let Some(TurnEndReason::Error { failure }) = end else {
+        panic!("{end:?}")
+    };
+    let failure = serde_json::to_value(&failure).unwrap();
+    assert_eq!(failure["code"], "HOOK_FAILED", "{failure}");
+    assert!(
+        failure["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("the disk is gone")),
+        "{failure}"
+    );
+}
