@@ -913,9 +913,9 @@ mod tests {
         journal.keep_resident(&sessions[1]).await.unwrap();
         assert_eq!(journal.rows_in_memory(), 2, "another session is loaded");
 
-        // The note is used once, and only the newest 256 are kept.
+        // The note is used once, and only the newest `CreatedHere::KEPT` are kept.
         journal.note_created(&sessions[2]);
-        for n in 0..256 {
+        for n in 0..ccare_session::CreatedHere::KEPT {
             journal.note_created(&SessionId::new(format!("s-later-{n}")).unwrap());
         }
         journal.keep_resident(&sessions[2]).await.unwrap();

@@ -53,6 +53,32 @@ fn mounted(
     (kit, care)
 }
 
+/// Runs one turn of `prompt` on a new session of `kit`, which must complete; returns
+/// the session.
+async fn completed_turn_on_a_new_session(kit: &TestHost, prompt: &str) -> ccare_session::Session {
+    let session = kit.session().await.unwrap();
+    let agent = kit.agent(&session, "s/small");
+    agent.prompt(prompt);
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    session
+}
+
+/// The journal's domain over `store`, opened by a reader of its own: its records and
+/// their index rows as stored.
+async fn journal_reader(store: &Arc<FailingStore>) -> ccare_agent::domains::Domain {
+    ccare_agent::domains::Domains::new(Arc::clone(store) as Arc<dyn Store>)
+        .open(
+            ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
+                .table(ccare_agent::domains::TableSpec::new("records"))
+                .table(ccare_agent::domains::TableSpec::by_first_segment(
+                    "sessions",
+                )),
+            "reader",
+        )
+        .await
+        .unwrap()
+}
+
 /// A memory store whose writes fail once told to.
 fn broken_store() -> Arc<FailingStore> {
     Arc::new(FailingStore::default())
@@ -100,15 +126,7 @@ async fn cc_sum_5_a_live_checkpoint_whose_log_write_fails_is_committed_with_a_se
     store.fail(Fault::appends("disk full").containing("\"compaction/end\""));
     agent.prompt("now rest");
     agent.when_idle().await;
-    let domains = ccare_agent::domains::Domains::new(Arc::clone(&store) as Arc<dyn Store>);
-    let domain = domains
-        .open(
-            ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
-                .table(ccare_agent::domains::TableSpec::new("records")),
-            "reader",
-        )
-        .await
-        .unwrap();
+    let domain = journal_reader(&store).await;
     let actions: Vec<serde_json::Value> = domain
         .table("records")
         .unwrap()
@@ -142,16 +160,10 @@ async fn cc_jnl_1_a_session_created_here_reads_nothing_of_the_journal_from_the_s
         &json!({}),
     );
     // A first turn opens the journal (its open reads the store).
-    let first = kit.session().await.unwrap();
-    let agent = kit.agent(&first, "s/small");
-    agent.prompt("open the journal");
-    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    completed_turn_on_a_new_session(&kit, "open the journal").await;
 
     store.fail(Fault::kv_reads("the disk is gone").containing("context_care_requests"));
-    let created = kit.session().await.unwrap();
-    let agent = kit.agent(&created, "s/small");
-    agent.prompt("a new conversation");
-    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let created = completed_turn_on_a_new_session(&kit, "a new conversation").await;
     assert_eq!(
         care.journal_rows_in_memory(),
         Some(4),
@@ -165,10 +177,7 @@ async fn cc_jnl_1_a_session_created_here_reads_nothing_of_the_journal_from_the_s
         "{\"text\": \"four\"}\n{\"text\": \"five\"}",
         &json!({}),
     );
-    let opener = other.session().await.unwrap();
-    let agent = other.agent(&opener, "s/small");
-    agent.prompt("open this process's journal");
-    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    completed_turn_on_a_new_session(&other, "open this process's journal").await;
     store.fail(Fault::kv_reads("the disk is gone").containing("context_care_requests"));
     let reopened = other.host().sessions().open(created.id()).await.unwrap();
     let agent = other.agent(&reopened, "s/small");
@@ -218,18 +227,7 @@ async fn cc_bud_6_a_request_waits_for_its_record_not_for_the_record_index_row() 
 
     store.release_kv_writes();
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
-    let domains = ccare_agent::domains::Domains::new(Arc::clone(&store) as Arc<dyn Store>);
-    let domain = domains
-        .open(
-            ccare_agent::domains::DomainSpec::new("context_care_requests", 1)
-                .table(ccare_agent::domains::TableSpec::new("records"))
-                .table(ccare_agent::domains::TableSpec::by_first_segment(
-                    "sessions",
-                )),
-            "reader",
-        )
-        .await
-        .unwrap();
+    let domain = journal_reader(&store).await;
     let index: Vec<String> = domain
         .table("sessions")
         .unwrap()

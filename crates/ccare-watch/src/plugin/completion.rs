@@ -170,7 +170,8 @@ impl CompletionMemory {
 /// its state and watermark rows leave memory unless it came back meanwhile. A queued
 /// write that fails after that is left to the domain's next flush; the session's next
 /// catch-up, in this process or another, loads its rows and replays from the stored
-/// watermark (CO-4 makes that idempotent).
+/// watermark (CO-4 makes that idempotent). Also notes a session created or forked
+/// here, whose first catch-up then reads no rows ([`CreatedHere`]).
 struct Forget(Arc<Observer>);
 
 impl ccare_session::Observer for Forget {
@@ -190,26 +191,27 @@ impl ccare_session::Observer for Forget {
         &self,
         notice: &ccare_session::Lifecycle,
     ) -> Result<(), ccare_session::ObserverError> {
-        if let ccare_session::Lifecycle::Created(session)
-        | ccare_session::Lifecycle::Forked { session, .. } = notice
-        {
-            self.0.created.note(session);
-        }
-        if let ccare_session::Lifecycle::Closed(session) = notice {
-            let entry = self.0.sessions.lock().remove(session);
-            if let Some(entry) = entry.filter(|entry| entry.loaded)
-                && let Ok(runtime) = tokio::runtime::Handle::try_current()
-            {
-                let observer = Arc::clone(&self.0);
-                let session = session.clone();
-                runtime.spawn(async move {
-                    for ticket in entry.queued {
-                        // Its failure is the domain's next flush's to report.
-                        let _settled = ticket.await;
-                    }
-                    observer.evict(&session);
-                });
+        let session = match notice {
+            ccare_session::Lifecycle::Created(session)
+            | ccare_session::Lifecycle::Forked { session, .. } => {
+                self.0.created.note(session);
+                return Ok(());
             }
+            ccare_session::Lifecycle::Closed(session) => session,
+        };
+        let entry = self.0.sessions.lock().remove(session);
+        if let Some(entry) = entry.filter(|entry| entry.loaded)
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            let observer = Arc::clone(&self.0);
+            let session = session.clone();
+            runtime.spawn(async move {
+                for ticket in entry.queued {
+                    // Its failure is the domain's next flush's to report.
+                    let _settled = ticket.await;
+                }
+                observer.evict(&session);
+            });
         }
         Ok(())
     }

@@ -949,17 +949,29 @@ async fn co_6_a_lost_delivery_edit_awaited_at_idle_fails_the_sessions_next_reque
         .await;
 }
 
-/// Runs three turns answered by `replies`, the store refusing the first outbox-domain
-/// write after the first turn, and checks that the third turn failed naming it.
-async fn third_turn_after_a_refused_outbox_write(replies: &[Value]) {
-    let store = Arc::new(ccare_agent::testing::FailingStore::new(
+/// A memory store whose calls fail on demand.
+fn failing_store() -> Arc<ccare_agent::testing::FailingStore> {
+    Arc::new(ccare_agent::testing::FailingStore::new(
         ccare_store::MemoryStore::new(),
-    ));
-    let composition = Composition::over(Arc::clone(&store) as Arc<dyn ccare_store::Store>, replies);
+    ))
+}
+
+/// A host over `store` with the watch mounted (defaults), the model answering
+/// `replies` in order: one process's composition.
+fn watched_over(store: &Arc<ccare_agent::testing::FailingStore>, replies: &[Value]) -> Composition {
+    let composition = Composition::over(Arc::clone(store) as Arc<dyn ccare_store::Store>, replies);
     composition
         .host
         .mount(&StreamWatchPlugin::default(), &json!({}))
         .unwrap();
+    composition
+}
+
+/// Runs three turns answered by `replies`, the store refusing the first outbox-domain
+/// write after the first turn, and checks that the third turn failed naming it.
+async fn third_turn_after_a_refused_outbox_write(replies: &[Value]) {
+    let store = failing_store();
+    let composition = watched_over(&store, replies);
     let (session, agent) = composition.agent("scripted", None).await;
     agent.prompt("one");
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
@@ -1014,18 +1026,8 @@ fn assert_third_turn_failed_naming_the_store(
 /// naming the store.
 #[tokio::test]
 async fn co_5_a_session_created_here_reads_nothing_of_the_observer_from_the_store() {
-    let store = Arc::new(ccare_agent::testing::FailingStore::new(
-        ccare_store::MemoryStore::new(),
-    ));
-    let shared = Arc::clone(&store) as Arc<dyn ccare_store::Store>;
-    let composition = Composition::over(
-        Arc::clone(&shared),
-        &[reply("ok"), reply("All done."), reply("fine")],
-    );
-    composition
-        .host
-        .mount(&StreamWatchPlugin::default(), &json!({}))
-        .unwrap();
+    let store = failing_store();
+    let composition = watched_over(&store, &[reply("ok"), reply("All done."), reply("fine")]);
     // A first turn opens the domains (their open reads the store).
     let (_first, agent) = composition.agent("scripted", None).await;
     agent.prompt("open the domains");
@@ -1048,11 +1050,7 @@ async fn co_5_a_session_created_here_reads_nothing_of_the_observer_from_the_stor
 
     // Another process, its domains open, reads the stored session's rows: it fails.
     store.heal();
-    let other = Composition::over(shared, &[reply("four"), reply("five")]);
-    other
-        .host
-        .mount(&StreamWatchPlugin::default(), &json!({}))
-        .unwrap();
+    let other = watched_over(&store, &[reply("four"), reply("five")]);
     let (_opener, agent) = other.agent("scripted", None).await;
     agent.prompt("open this process's domains");
     assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
