@@ -276,6 +276,33 @@ impl Agents {
         Ok(handle)
     }
 
+    /// Creates a new session with `meta` and starts its actor like [`Agents::create`],
+    /// for a caller that sends the session's first prompt at once (the gateway's new
+    /// conversation): the session row and its lease are queued, not awaited, and the
+    /// first turn's opening flush (which comes before any hook runs and before any
+    /// request leaves, H-LOOP-5) makes them durable with it, in one commit instead of
+    /// two (on a disk, one fsync less before the first byte). Until then the session
+    /// does not read as durable; a failed creation or claim fences it, so that turn
+    /// fails naming the store and nothing more is written to it.
+    pub async fn create_queued(&self, meta: JsonObject) -> Result<AgentHandle, AppError> {
+        let sessions = self.shared.host.sessions();
+        // The row first, then the lease, then (from the actor) the turn: call order is
+        // commit order.
+        let session = sessions.create_queued(meta)?;
+        let (lease, claim) = SessionLease::claim_new(
+            Arc::clone(sessions.store()),
+            Arc::new(SystemClock),
+            session.id(),
+            self.shared.lease_ms,
+        );
+        session.include_write(claim);
+        let slot = self.slot(session.id());
+        let mut running = slot.lock().await;
+        let (actor, handle) = self.start(session, lease, Restore::New).await?;
+        *running = Some(actor);
+        Ok(handle)
+    }
+
     /// Hands `handle` back; when it was the actor's last, stops the actor now: the
     /// session is flushed and closed and the lease released (awaited, so another
     /// process may drive the session as soon as this returns). A flush, close or

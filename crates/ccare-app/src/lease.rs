@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ccare_core::{Clock, SessionId};
-use ccare_store::{Lease, LeaseClaim, LeaseHolder, Store, StoreError};
+use ccare_store::{Lease, LeaseClaim, LeaseHolder, Store, StoreError, Ticket};
 
 use crate::error::AppError;
 use process::Liveness;
@@ -73,12 +73,7 @@ impl SessionLease {
         lease_ms: u64,
         mut when_busy: WhenBusy<'_>,
     ) -> Result<SessionLease, AppError> {
-        let holder = LeaseHolder {
-            owner: uuid::Uuid::new_v4().to_string(),
-            host: process::host_name(),
-            pid: std::process::id(),
-            process_start: process::own_start(),
-        };
+        let holder = own_holder();
         let lease_ms = i64::try_from(lease_ms.max(1)).unwrap_or(i64::MAX);
         let mut poll = FIRST_POLL;
         let mut announced = false;
@@ -105,14 +100,51 @@ impl SessionLease {
                 Err(error) => return Err(AppError::Lease(error)),
             }
         };
-        let renewal = tokio::spawn(renew(Arc::clone(&store), clock, lease.clone(), lease_ms));
         tracing::debug!(session = %session, owner = %lease.holder.owner, "session lease acquired");
-        Ok(SessionLease {
+        Ok(Self::held(store, clock, lease, lease_ms))
+    }
+
+    /// Claims the lease of a session this process has just created (or queued the
+    /// creation of) without waiting for the claim: nobody else can hold the lease of an
+    /// id not yet handed out, so the claim is granted as made. It is queued at once
+    /// (before anything else is written to the session) and its ticket is returned:
+    /// the caller makes it part of what the session's first flush waits for
+    /// (`Session::include_write`), so a failed claim fences the session before any of
+    /// its writes is reported durable. Must run in a tokio runtime.
+    pub fn claim_new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        session: &SessionId,
+        lease_ms: u64,
+    ) -> (SessionLease, Ticket<Lease>) {
+        let lease_ms = i64::try_from(lease_ms.max(1)).unwrap_or(i64::MAX);
+        let now_ms = clock.now_ms();
+        let claim = LeaseClaim {
+            session: session.clone(),
+            holder: own_holder(),
+            now_ms,
+            expires_ms: now_ms.saturating_add(lease_ms),
+            replacing: None,
+        };
+        let lease = Lease {
+            session: claim.session.clone(),
+            holder: claim.holder.clone(),
+            expires_ms: claim.expires_ms,
+        };
+        let ticket = store.lease_acquire(claim);
+        tracing::debug!(session = %session, owner = %lease.holder.owner, "session lease claimed with its creation");
+        (Self::held(store, clock, lease, lease_ms), ticket)
+    }
+
+    /// A granted lease, renewed from now on.
+    fn held(store: Arc<dyn Store>, clock: Arc<dyn Clock>, lease: Lease, lease_ms: i64) -> Self {
+        let renewal = tokio::spawn(renew(Arc::clone(&store), clock, lease.clone(), lease_ms));
+        SessionLease {
             store,
             lease,
             renewal,
             released: false,
-        })
+        }
     }
 
     /// The lease as granted (its expiry moves with each renewal, not here).
@@ -144,6 +176,16 @@ impl Drop for SessionLease {
                     .lease_release(&self.lease.session, &self.lease.holder.owner),
             );
         }
+    }
+}
+
+/// This process's identity as a lease holder, under a fresh owner id.
+fn own_holder() -> LeaseHolder {
+    LeaseHolder {
+        owner: uuid::Uuid::new_v4().to_string(),
+        host: process::host_name(),
+        pid: std::process::id(),
+        process_start: process::own_start(),
     }
 }
 

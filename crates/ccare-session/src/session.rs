@@ -420,6 +420,18 @@ impl Session {
         }
     }
 
+    /// Makes a write made for this session outside its log (its queued creation, its
+    /// lease claim) part of what its next flush waits for, in call order with its
+    /// appends: until it is durable the session does not read as durable, and its
+    /// failure fences the session as a failed append's would (H-STORE-6).
+    pub fn include_write<T: Send + 'static>(&self, write: Ticket<T>) {
+        let guard = self.inner.shared.lock();
+        guard
+            .borrow_mut()
+            .pending
+            .push_back(Box::pin(async move { write.await.map(|_| 0) }));
+    }
+
     /// [`Session::flush`] for a reader that needs the events appended so far durable but
     /// is in no hurry to make them so: the appender nearly always flushes them itself a
     /// moment later (the kernel before each model request and at each turn's end), and

@@ -9,6 +9,7 @@ use ccare_core::kinds::SessionEndSeed;
 use ccare_core::{Clock, Event, EventDraft, JsonObject, Locale, SessionId};
 use ccare_store::{
     Durability, NewSession, ReadRange, SessionQuery, SessionRecord, Store, StoreError, StoredEvent,
+    new_incarnation,
 };
 use parking_lot::Mutex;
 
@@ -94,30 +95,52 @@ impl Sessions {
         id: Option<SessionId>,
         meta: JsonObject,
     ) -> Result<Session, SessionError> {
+        let new = self.new_row(id, meta)?;
+        let header = created_header(&new);
+        self.store.create_session(new, Vec::new()).await?;
+        self.created(header)
+    }
+
+    /// Creates a session under a new id like [`Sessions::create`], without waiting for
+    /// its row to be durable: the creation is queued and made part of what the
+    /// session's first flush waits for ([`Session::include_write`]), so a creator that
+    /// writes to it at once (a turn's opening, flushed before any hook runs) pays one
+    /// commit for both, not two. A failed creation fences the session: that flush
+    /// returns the store's error, and nothing more is written to it. The id is new, so
+    /// nobody else can write to it or read it meanwhile.
+    pub fn create_queued(&self, meta: JsonObject) -> Result<Session, SessionError> {
+        let new = self.new_row(None, meta)?;
+        let header = created_header(&new);
+        let creation = self.store.create_session(new, Vec::new());
+        let session = self.created(header)?;
+        session.include_write(creation);
+        Ok(session)
+    }
+
+    /// A new session's row under a fresh incarnation (a new id when `id` is `None`).
+    fn new_row(&self, id: Option<SessionId>, meta: JsonObject) -> Result<NewSession, SessionError> {
         let id = match id {
             Some(id) => id,
             None => new_session_id()?,
         };
         let meta_json = serde_json::to_string(&serde_json::Value::Object(meta))
             .map_err(|error| SessionError::Io(error.to_string()))?;
-        let new = NewSession {
-            id: id.clone(),
+        Ok(NewSession {
+            id,
             created_ms: self.clock.now_ms(),
             parent: None,
             seed_length: None,
             meta_json,
-        };
-        let header = SessionHeader {
-            id: id.clone(),
-            created_ms: new.created_ms,
-            parent: None,
-            seed_length: None,
-            meta_json: new.meta_json.clone(),
-            incarnation: self.store.create_session(new, Vec::new()).await?,
-        };
+            incarnation: new_incarnation(),
+        })
+    }
+
+    /// Opens a session whose creation was just written (or queued): nothing to read
+    /// back, audit or repair, since it is what was written (no events), so it opens
+    /// from memory without a store round trip.
+    fn created(&self, header: SessionHeader) -> Result<Session, SessionError> {
+        let id = header.id.clone();
         self.notify(&Lifecycle::Created(id.clone()));
-        // Nothing to read back, audit or repair: the session is what was just written
-        // (no events), so it opens from memory without a store round trip.
         let Replayed { log, .. } = replay(
             &id,
             std::iter::empty::<Box<str>>(),
@@ -310,6 +333,7 @@ impl Sessions {
             parent: Some(source.clone()),
             seed_length: Some(seed_length),
             meta_json: loaded.header.meta_json.clone(),
+            incarnation: new_incarnation(),
         };
         self.store.create_session(new, rows).await?;
         self.notify(&Lifecycle::Forked {
@@ -378,6 +402,7 @@ impl Sessions {
             parent: file.parent.clone(),
             seed_length: file.seed_length,
             meta_json: file.meta_json.to_owned(),
+            incarnation: new_incarnation(),
         };
         self.store
             .create_session(new, rows)
@@ -410,4 +435,16 @@ impl Sessions {
 pub fn new_session_id() -> Result<SessionId, SessionError> {
     SessionId::new(uuid::Uuid::now_v7().to_string())
         .map_err(|error| SessionError::Io(error.to_string()))
+}
+
+/// The header of a session created from `new` (no events yet).
+fn created_header(new: &NewSession) -> SessionHeader {
+    SessionHeader {
+        id: new.id.clone(),
+        created_ms: new.created_ms,
+        parent: None,
+        seed_length: None,
+        meta_json: new.meta_json.clone(),
+        incarnation: new.incarnation.clone(),
+    }
 }

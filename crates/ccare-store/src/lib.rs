@@ -51,4 +51,5 @@ pub use sqlite::{SqliteConfig, SqliteStore};
 pub use types::{
     Incarnation, KvEntry, KvPage, MAX_KV_KEY_BYTES, MAX_KV_VALUE_BYTES, NewSession, ReadDirection,
     ReadRange, SessionQuery, SessionRecord, Store, StoreFuture, StoredEvent, Ticket,
+    new_incarnation,
 };

@@ -146,7 +146,7 @@ impl Data {
             });
         }
         self.created_order += 1;
-        let incarnation = uuid::Uuid::new_v4().to_string();
+        let incarnation = session.incarnation.clone();
         let record = SessionRecord {
             id: session.id.clone(),
             created_ms: session.created_ms,

@@ -1085,7 +1085,7 @@ fn create_session(
     let order: i64 = conn
         .prepare_cached("SELECT COALESCE(MAX(created_order), 0) + 1 FROM sessions")?
         .query_row([], |row| row.get(0))?;
-    let incarnation = uuid::Uuid::new_v4().to_string();
+    let incarnation = session.incarnation.clone();
     conn.prepare_cached(
         "INSERT INTO sessions (id, created_ms, parent, seed_length, meta, incarnation, head, created_order) \
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",

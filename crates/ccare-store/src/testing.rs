@@ -6,8 +6,9 @@
 //! current [`Fault`] matches: those fail with [`StoreError::Backend`] and never reach
 //! the inner store, so nothing of them is written. It can also hold back the
 //! acknowledgement of KV writes ([`FailingStore::hold_kv_writes`], or only those of some
-//! rows, [`FailingStore::hold_kv_writes_containing`]): the write is applied, its ticket
-//! resolves only once released, as a write that is not durable yet. As in a real store,
+//! rows, [`FailingStore::hold_kv_writes_containing`]) or of session creations
+//! ([`FailingStore::hold_creations`]): the write is applied, its ticket resolves only
+//! once released, as a write that is not durable yet. As in a real store,
 //! which makes operations durable in call order, a write or a flush made after a held KV
 //! write is held with it.
 
@@ -31,6 +32,8 @@ use crate::types::{
 /// The operations a [`Fault`] can make fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
+    /// [`Store::create_session`] (creations, forks and imports).
+    Create,
     /// [`Store::append`].
     Append,
     /// [`Store::kv_cas`] (writes and deletes).
@@ -49,6 +52,11 @@ pub struct Fault {
 }
 
 impl Fault {
+    /// Every session creation fails with `message`.
+    pub fn creates(message: impl Into<String>) -> Self {
+        Self::new(Operation::Create, message)
+    }
+
     /// Every event append fails with `message` (e.g. `"disk unplugged"`).
     pub fn appends(message: impl Into<String>) -> Self {
         Self::new(Operation::Append, message)
@@ -75,7 +83,8 @@ impl Fault {
 
     /// Only calls that contain `needle` fail: for an append, a batch one of whose
     /// events' JSON text contains it (e.g. `"\"compaction/end\""`); for KV, a domain
-    /// whose name contains it (e.g. one plugin's domain).
+    /// whose name contains it (e.g. one plugin's domain); for a creation, the session's
+    /// metadata JSON.
     #[must_use]
     pub fn containing(mut self, needle: impl Into<String>) -> Self {
         self.containing = Some(needle.into());
@@ -120,6 +129,8 @@ pub struct FailingStore<S = MemoryStore> {
     /// Whether a KV write was made while held: appends and flushes made after it are
     /// held too (durability in call order).
     backlog: AtomicBool,
+    /// Whether session creations are held ([`FailingStore::hold_creations`]).
+    creations_held: AtomicBool,
     /// Notified at every `kv_cas` call, before it is applied or refused.
     kv_writes: Notify,
     /// How many times `flush` was called.
@@ -141,6 +152,7 @@ impl<S: Store> FailingStore<S> {
             held: watch::Sender::new(false),
             held_rows: Mutex::new(None),
             backlog: AtomicBool::new(false),
+            creations_held: AtomicBool::new(false),
             kv_writes: Notify::new(),
             flushes: AtomicU64::new(0),
         }
@@ -187,10 +199,24 @@ impl<S: Store> FailingStore<S> {
         self.held.send_replace(true);
     }
 
-    /// Lets every held ticket (and every later one) resolve.
+    /// From now on, session creations are applied at once but their tickets resolve
+    /// only after [`FailingStore::release_kv_writes`], as a creation that is not durable
+    /// yet; everything made after a held creation is held with it (durability in call
+    /// order). KV writes made before one are not held.
+    pub fn hold_creations(&self) {
+        // Row keys never contain NUL, so no KV write is held for itself.
+        *self.held_rows() = Some("\0".to_owned());
+        self.backlog.store(false, Ordering::SeqCst);
+        self.creations_held.store(true, Ordering::SeqCst);
+        self.held.send_replace(true);
+    }
+
+    /// Lets every held ticket (and every later one) resolve: held KV writes, held
+    /// creations and what was held behind them.
     pub fn release_kv_writes(&self) {
         self.held.send_replace(false);
         self.backlog.store(false, Ordering::SeqCst);
+        self.creations_held.store(false, Ordering::SeqCst);
         *self.held_rows() = None;
     }
 
@@ -258,7 +284,17 @@ fn failed<T: Send + 'static>(error: StoreError) -> Ticket<T> {
 
 impl<S: Store> Store for FailingStore<S> {
     fn create_session(&self, session: NewSession, events: Vec<StoredEvent>) -> Ticket<Incarnation> {
-        self.inner.create_session(session, events)
+        if let Some(error) =
+            self.injected(Operation::Create, "create_session", &[&session.meta_json])
+        {
+            return failed(error);
+        }
+        let ticket = self.inner.create_session(session, events);
+        if self.creations_held.load(Ordering::SeqCst) {
+            self.backlog.store(true, Ordering::SeqCst);
+            return self.until_released(ticket);
+        }
+        self.in_call_order(ticket)
     }
 
     fn append(

@@ -43,6 +43,15 @@ pub struct NewSession {
     pub seed_length: Option<u64>,
     /// A JSON object (text) of free-form metadata, stored verbatim.
     pub meta_json: String,
+    /// The incarnation to store it under: a fresh one ([`new_incarnation`]) for every
+    /// creation and import. Chosen by the creator, so a session whose creation is
+    /// queued and not awaited knows its incarnation at once.
+    pub incarnation: Incarnation,
+}
+
+/// A fresh, random incarnation (a UUID v4) for a [`NewSession`].
+pub fn new_incarnation() -> Incarnation {
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// A stored session's header.
@@ -133,8 +142,9 @@ pub struct KvPage {
 /// Write methods queue their operation before returning (so calls are ordered as
 /// made) and return a [`Ticket`] that resolves once the operation is durable.
 pub trait Store: Send + Sync + 'static {
-    /// Creates a session with `events` (its seed, or an import) in one transaction and
-    /// returns the new incarnation. Fails with `SessionExists` if the id is taken.
+    /// Creates a session with `events` (its seed, or an import) in one transaction under
+    /// `session.incarnation` and returns that incarnation. Fails with `SessionExists` if
+    /// the id is taken.
     fn create_session(&self, session: NewSession, events: Vec<StoredEvent>) -> Ticket<Incarnation>;
 
     /// Appends `events` (seqs `expected_seq..`) if the stored head equals `expected_seq`,

@@ -262,3 +262,95 @@ async fn act_1_concurrent_starts_of_one_session_start_one_actor() {
         std::process::id()
     );
 }
+
+/// A registry over the test kit's host (a store whose writes fail or are held on
+/// demand) whose agents answer with the kit's scripted replies.
+fn agents_over_kit(
+    script: &str,
+) -> (
+    ccare_agent::testing::TestHost,
+    Arc<ccare_agent::testing::FailingStore>,
+    Agents,
+) {
+    let store = Arc::new(ccare_agent::testing::FailingStore::default());
+    let kit = ccare_agent::testing::TestHost::builder(script)
+        .store(Arc::clone(&store) as Arc<dyn Store>)
+        .build()
+        .unwrap();
+    let agents = Agents::new(
+        Arc::clone(kit.host()),
+        ccare_agent::AgentOptions::new("s/scripted"),
+        60_000,
+        60_000,
+    );
+    (kit, store, agents)
+}
+
+/// ACT-1 with H-LOOP-5: a session created for a prompt sent at once (the gateway's new
+/// conversation) is not awaited on its own (its creation held, the handle is still
+/// returned), yet nothing of its turn reaches the model before its row is durable (the
+/// turn's opening flush waits for it, so both commit together), and its lease is held
+/// and released as an awaited creation's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_1_a_queued_creation_is_durable_before_the_first_request_leaves() {
+    let (kit, store, agents) = agents_over_kit(r#"{"text": "hello"}"#);
+    store.hold_creations();
+    let handle = tokio::time::timeout(
+        Duration::from_secs(5),
+        agents.create_queued(ccare_core::JsonObject::new()),
+    )
+    .await
+    .expect("the creation was awaited")
+    .unwrap();
+    let id = handle.session().id().clone();
+    handle.agent().prompt("hi");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        kit.script().requests().is_empty(),
+        "a request left before the session was durable"
+    );
+    store.release_kv_writes();
+    assert_eq!(
+        handle.agent().when_idle().await,
+        Some(TurnEndReason::Completed)
+    );
+    assert_eq!(kit.script().requests().len(), 1);
+    let stored = store.inner().session(&id).await.unwrap().unwrap();
+    assert_eq!(stored.incarnation, handle.session().header().incarnation);
+    let lease = store.inner().lease(&id).await.unwrap().unwrap();
+    assert_eq!(lease.holder.pid, std::process::id());
+    agents.stop(handle).await.unwrap();
+    assert_eq!(store.inner().lease(&id).await.unwrap(), None);
+}
+
+/// A queued creation that fails ends the first turn naming the store before any request
+/// leaves; nothing of the session is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_1_a_failed_queued_creation_fails_the_first_turn_naming_the_store() {
+    let (kit, store, agents) = agents_over_kit(r#"{"text": "hello"}"#);
+    store.fail(ccare_agent::testing::Fault::creates("disk unplugged"));
+    let handle = agents
+        .create_queued(ccare_core::JsonObject::new())
+        .await
+        .unwrap();
+    let id = handle.session().id().clone();
+    handle.agent().prompt("hi");
+    let ended = handle.agent().when_idle().await;
+    let Some(TurnEndReason::Error { failure }) = ended else {
+        panic!("the turn did not fail: {ended:?}");
+    };
+    assert_eq!(
+        serde_json::to_value(&failure).unwrap(),
+        serde_json::json!({
+            "code": "SESSION_FENCED",
+            "message": format!("session {id} is fenced after a store error: store create_session failed: disk unplugged"),
+        })
+    );
+    assert!(kit.script().requests().is_empty());
+    let fence = handle.session().fence().unwrap();
+    assert_eq!(
+        fence.to_string(),
+        "store create_session failed: disk unplugged"
+    );
+    assert_eq!(store.inner().session(&id).await.unwrap(), None);
+}

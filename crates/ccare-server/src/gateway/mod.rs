@@ -491,7 +491,7 @@ async fn completions(
             if let Some(hash) = owner.hash() {
                 meta.insert(META_OWNER.to_owned(), serde_json::Value::from(hash));
             }
-            let handle = match context.agents.create(meta).await {
+            let handle = match context.agents.create_queued(meta).await {
                 Ok(handle) => handle,
                 Err(error) => return refusal::from_api(errors::app_error(&error)),
             };

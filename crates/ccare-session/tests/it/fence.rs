@@ -183,3 +183,81 @@ async fn h_store_6_another_writers_unreported_error_does_not_fence_a_session_wit
         ["", "kept", "still writable"]
     );
 }
+
+/// The sessions of a store whose creations can be made to fail or held.
+fn sessions_over(store: &Arc<FailingStore<SqliteStore>>) -> Sessions {
+    Sessions::new(
+        Arc::clone(store) as Arc<dyn Store>,
+        Arc::new(ManualClock::new(1_000)),
+        Arc::new(Registry::with_host_defaults()),
+        SessionsConfig::default(),
+    )
+}
+
+/// A queued creation is the session's first pending write: it takes appends at once,
+/// its first flush makes the row and the events durable together (under the header's
+/// incarnation), and until then the session does not read as durable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_6_a_queued_creation_is_durable_with_the_first_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = failing_store(&dir);
+    let sessions = sessions_over(&store);
+    store.hold_creations();
+    let session = sessions.create_queued(JsonObject::new()).unwrap();
+    let id = session.id().clone();
+    session
+        .append(EventDraft::typed(&TurnStart { turn: 1 }).unwrap())
+        .unwrap();
+    session.append(user("first")).unwrap();
+    // Held: the flush waits for the creation, not only for the events.
+    let flush = tokio::time::timeout(std::time::Duration::from_millis(200), session.flush()).await;
+    assert!(
+        flush.is_err(),
+        "the flush returned before the creation was durable"
+    );
+    store.release_kv_writes();
+    session.flush().await.unwrap();
+    let stored = store.inner().session(&id).await.unwrap().unwrap();
+    assert_eq!(
+        (stored.head, stored.incarnation.as_str()),
+        (2, session.header().incarnation.as_str())
+    );
+    let loaded = sessions.load(&id).await.unwrap();
+    assert_eq!(
+        kinds_and_texts(&loaded.log),
+        [
+            ("turn/start".to_owned(), String::new()),
+            ("user/message".to_owned(), "first".to_owned()),
+        ]
+    );
+}
+
+/// A queued creation that fails fences the session: its first flush returns the
+/// creation's error (even with nothing appended), appends are refused from then on,
+/// and the store holds nothing of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_6_a_failed_queued_creation_fences_the_session() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = failing_store(&dir);
+    let sessions = sessions_over(&store);
+    store.fail(Fault::creates("disk unplugged"));
+    let session = sessions.create_queued(JsonObject::new()).unwrap();
+    let id = session.id().clone();
+    let creation_failed = StoreError::Backend {
+        operation: "create_session",
+        message: "disk unplugged".to_owned(),
+    };
+    assert_eq!(session.flush().await.unwrap_err(), creation_failed);
+    assert_eq!(
+        session.status(),
+        SessionStatus::Fenced {
+            cause: creation_failed
+        }
+    );
+    assert_eq!(
+        session.append(user("refused")).unwrap_err().code(),
+        "SESSION_FENCED"
+    );
+    store.heal();
+    assert_eq!(store.inner().session(&id).await.unwrap(), None);
+}

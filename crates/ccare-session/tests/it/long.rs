@@ -124,6 +124,7 @@ async fn h_val_3_a_bad_row_deep_in_a_long_log_is_reported_at_its_seq() {
         parent: None,
         seed_length: None,
         meta_json: "{}".into(),
+        incarnation: ccare_store::new_incarnation(),
     };
     engine.store().create_session(new, rows).await.unwrap();
     let error = engine.load(&id).await.err();

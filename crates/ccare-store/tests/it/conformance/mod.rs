@@ -39,6 +39,7 @@ pub(crate) fn new_session(id: &str, created_ms: i64) -> NewSession {
         parent: None,
         seed_length: None,
         meta_json: "{}".into(),
+        incarnation: ccare_store::new_incarnation(),
     }
 }
 
@@ -138,6 +139,7 @@ pub(crate) async fn h_sess_1_create_list_newest_first(store: &dyn Store) {
                 parent: Some(sid("s-a")),
                 seed_length: Some(2),
                 meta_json: r#"{"title":"é \"x\"","n":[1,2]}"#.into(),
+                incarnation: "incarnation-of-s-b".into(),
             },
             Vec::new(),
         )
@@ -152,6 +154,8 @@ pub(crate) async fn h_sess_1_create_list_newest_first(store: &dyn Store) {
         .await
         .unwrap();
 
+    // The store keeps the incarnation its creator chose (fresh ones differ).
+    assert_eq!(b, "incarnation-of-s-b");
     let incarnations = [&a, &b, &c, &d];
     for (index, incarnation) in incarnations.iter().enumerate() {
         assert!(!incarnation.is_empty(), "an incarnation is empty");
