@@ -412,7 +412,10 @@ impl InboxStore {
 
 fn submit(table: &Table, op: Op) -> Option<WriteTicket> {
     let written = match op {
-        Op::Put { key, value } => table.put(&key, value),
+        // An entry is nearly always followed at once by the turn or step that claims
+        // it (its events, then the flush before the model request): the store keeps
+        // its group open for them, so the row commits with them (one fsync, not two).
+        Op::Put { key, value } => table.put_lingering(&key, value),
         Op::Delete { key } => table.delete(&key),
     };
     match written {

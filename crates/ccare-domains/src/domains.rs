@@ -1147,6 +1147,18 @@ impl Table {
     /// written behind the domain's back makes it fail with `CAS_CONFLICT`). Fails at
     /// once, queueing nothing, on a bad key or an oversized value.
     pub fn put(&self, key: &str, value: Value) -> Result<WriteTicket, DomainError> {
+        self.put_with(key, value, false)
+    }
+
+    /// [`Table::put`] for a write the caller follows at once with writes of its own
+    /// and a flush (an agent's inbox row, then the turn it opens): the store may keep
+    /// its group open for them ([`Store::kv_cas_lingering`]), so they commit together.
+    /// The ticket resolves with that commit.
+    pub fn put_lingering(&self, key: &str, value: Value) -> Result<WriteTicket, DomainError> {
+        self.put_with(key, value, true)
+    }
+
+    fn put_with(&self, key: &str, value: Value, linger: bool) -> Result<WriteTicket, DomainError> {
         let record = self.record(key);
         let row = checked_row(&self.domain.inner.name, &self.name, key)?;
         let bytes = encode(&self.domain.inner.name, &record, &value)?;
@@ -1157,6 +1169,7 @@ impl Table {
             Write::Put {
                 value: Arc::new(value),
                 bytes,
+                linger,
             },
         )
     }
@@ -1236,6 +1249,7 @@ impl Global {
             Write::Put {
                 value: Arc::new(value),
                 bytes,
+                linger: false,
             },
         )
     }
@@ -1478,7 +1492,12 @@ struct Unreported {
 type UpdateFn = Box<dyn FnMut(Option<&Value>) -> Option<Value> + Send>;
 
 enum Write {
-    Put { value: Arc<Value>, bytes: Vec<u8> },
+    Put {
+        value: Arc<Value>,
+        bytes: Vec<u8>,
+        /// Written with [`Store::kv_cas_lingering`] ([`Table::put_lingering`]).
+        linger: bool,
+    },
     Delete,
     Update(UpdateFn),
 }
@@ -1605,8 +1624,9 @@ impl DomainInner {
         } = queued;
         let base = self.rows.read().get(&row).cloned();
         let expected = base.as_ref().map(|stored| stored.version);
+        let linger = matches!(write, Write::Put { linger: true, .. });
         let (update, change) = match write {
-            Write::Put { value, bytes } => (
+            Write::Put { value, bytes, .. } => (
                 None,
                 Ok(Change::Write {
                     value: Some(value),
@@ -1630,7 +1650,12 @@ impl DomainInner {
             Err(error) => Step::Done(Err(error)),
             Ok(Change::Unchanged) => Step::Done(Ok(())),
             Ok(Change::Write { value, bytes }) => Step::Pending {
-                ticket: self.store.kv_cas(&self.name, &row, expected, bytes),
+                ticket: if linger {
+                    self.store
+                        .kv_cas_lingering(&self.name, &row, expected, bytes)
+                } else {
+                    self.store.kv_cas(&self.name, &row, expected, bytes)
+                },
                 value,
             },
         };

@@ -24,15 +24,18 @@
 //! [`SqliteConfig::max_group_ops`] operations are in the group, or a flush is taken.
 //! Then it commits and resolves the group's tickets in queue order.
 //!
-//! When the queue runs empty right after an *append*, the writer waits up to
+//! When the queue runs empty right after an *append* (or a KV write queued with
+//! [`Store::kv_cas_lingering`], which its caller follows the same way, unless the group
+//! already holds a write its caller awaits), the writer waits up to
 //! [`SqliteStore::APPEND_LINGER`] for the next operation and takes it into the group
 //! (in a burst, once the group holds [`SqliteStore::APPEND_BURST_OPS`] operations, it
 //! first sleeps [`SqliteStore::APPEND_BURST_GAP`] so the burst is taken in bulk): a
 //! session appending a burst of events is still mid-burst, and the caller that needs them
 //! durable sends a flush, which ends the group at once (so `append` + `flush` waits for
 //! one commit, not two, even when the kernel does work between them).
-//! After creating a session it polls the queue for [`SqliteStore::CREATE_FOLLOW_SPIN`] (never
-//! blocking), since the session's lease or first events follow at once. After any
+//! After creating a session, and after the lease that follows it in the same group, it
+//! polls the queue for [`SqliteStore::CREATE_FOLLOW_SPIN`] (never blocking), since the
+//! session's lease and first writes follow at once. After any
 //! other operation (a KV write or a lease, whose callers await the ticket itself) and
 //! after [`Store::append_awaited`] it never lingers. Either way a group commits well within
 //! [`SqliteConfig::commit_window_ms`] of its first operation (H-STORE-4): lingering
@@ -195,6 +198,8 @@ enum Op {
         key: String,
         expected: Option<u64>,
         value: Option<Vec<u8>>,
+        /// Whether the writer may linger after it ([`Store::kv_cas_lingering`]).
+        linger: bool,
         reply: Reply<Option<u64>>,
     },
     LeaseAcquire {
@@ -284,11 +289,15 @@ impl SqliteStore {
     /// The longest KV scan page read in place on the caller's thread (when a read
     /// connection is free), like a point read; longer pages go to the blocking pool.
     pub const INLINE_SCAN_ROWS: usize = 64;
-    /// How long the writer polls for what follows a new session (its lease, its first
-    /// events) before it commits the session alone. Shorter than
+    /// How long the writer polls for what follows a new session (its lease, then its
+    /// first writes) before it commits the session alone, after the creation and again
+    /// after the lease that follows it. Long enough for a gateway's new conversation to
+    /// queue its inbox row after the lease (about 50 µs on the gateway bench; at 50 µs
+    /// one conversation in ten missed the group and paid a commit more), whose linger
+    /// then keeps the group open for the turn's opening. Shorter than
     /// [`SqliteStore::WRITER_SPIN`]: the group is open meanwhile, so a creator that
     /// awaits its session before anything else waits out the whole poll.
-    pub const CREATE_FOLLOW_SPIN: Duration = Duration::from_micros(50);
+    pub const CREATE_FOLLOW_SPIN: Duration = Duration::from_micros(100);
 
     /// Opens (creating if missing) the database at `config.path`, sets it up and starts
     /// the writer thread. Blocking. Fails with `Backend` (naming the path) when the file
@@ -488,6 +497,25 @@ impl Store for SqliteStore {
             key,
             expected: expected_version,
             value,
+            linger: false,
+            reply,
+        })
+    }
+
+    fn kv_cas_lingering(
+        &self,
+        domain: &str,
+        key: &str,
+        expected_version: Option<u64>,
+        value: Option<Vec<u8>>,
+    ) -> Ticket<Option<u64>> {
+        let (domain, key) = (domain.to_owned(), key.to_owned());
+        self.submit(|reply| Op::KvCas {
+            domain,
+            key,
+            expected: expected_version,
+            value,
+            linger: true,
             reply,
         })
     }
@@ -752,12 +780,32 @@ impl Writer {
                 let mut pending = Pending::default();
                 let started = Instant::now();
                 let mut next = Some(first);
+                // Whether the group holds a new session.
+                let mut created = false;
+                // Whether the group holds a write its caller awaits.
+                let mut awaited = false;
                 while let Some(op) = next.take() {
                     let is_flush = matches!(op, Op::Flush { .. });
-                    let linger = matches!(op, Op::Append { linger: true, .. });
-                    // A new session is nearly always followed at once by its lease or
-                    // its first events: poll (never block) for them.
-                    let poll_after = matches!(op, Op::Create { .. });
+                    // A write its caller awaits: a lingering KV write after it in the
+                    // group does not hold the group open, since that caller may be the
+                    // one the awaited flush waits for (an idle hook awaiting the
+                    // journal, while the inbox row of the next prompt lingers for the
+                    // turn that hook holds back).
+                    awaited |= matches!(
+                        op,
+                        Op::KvCas { linger: false, .. }
+                            | Op::Append { linger: false, .. }
+                            | Op::LeaseRenew { .. }
+                            | Op::LeaseRelease { .. }
+                    );
+                    let linger = matches!(op, Op::Append { linger: true, .. })
+                        || (!awaited && matches!(op, Op::KvCas { linger: true, .. }));
+                    // A new session is nearly always followed at once by its lease and
+                    // its first writes (an inbox row, the turn's opening): poll (never
+                    // block) for them after it and after the lease that follows it.
+                    created |= matches!(op, Op::Create { .. });
+                    let poll_after = matches!(op, Op::Create { .. })
+                        || (created && matches!(op, Op::LeaseAcquire { .. }));
                     let (applied, failed) = apply(&tx, &mut pending, op);
                     done.push(applied);
                     if failed.is_some() {
@@ -1000,6 +1048,7 @@ fn apply(conn: &Connection, pending: &mut Pending, op: Op) -> (Done, Option<Grou
             expected,
             value,
             reply,
+            ..
         } => {
             let (result, failure) = split(kv_cas(conn, &domain, &key, expected, value), || {
                 format!("kv_cas of {domain}/{}", preview(&key))

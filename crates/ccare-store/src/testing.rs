@@ -135,6 +135,8 @@ pub struct FailingStore<S = MemoryStore> {
     kv_writes: Notify,
     /// How many times `flush` was called.
     flushes: AtomicU64,
+    /// How many KV writes came through `kv_cas_lingering`.
+    lingering: AtomicU64,
 }
 
 impl Default for FailingStore<MemoryStore> {
@@ -155,6 +157,7 @@ impl<S: Store> FailingStore<S> {
             creations_held: AtomicBool::new(false),
             kv_writes: Notify::new(),
             flushes: AtomicU64::new(0),
+            lingering: AtomicU64::new(0),
         }
     }
 
@@ -162,6 +165,12 @@ impl<S: Store> FailingStore<S> {
     /// made the store end a group of its own.
     pub fn flush_calls(&self) -> u64 {
         self.flushes.load(Ordering::SeqCst)
+    }
+
+    /// How many KV writes were queued with `kv_cas_lingering` (the store may keep their
+    /// group open for what follows) rather than `kv_cas`.
+    pub fn lingering_kv_writes(&self) -> u64 {
+        self.lingering.load(Ordering::SeqCst)
     }
 
     /// The wrapped store (reads through it bypass the faults).
@@ -224,6 +233,34 @@ impl<S: Store> FailingStore<S> {
         self.held_rows
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A KV write through `write`: refused when a fault matches, else applied and,
+    /// while writes are held, acknowledged only once released.
+    fn kv_write(
+        &self,
+        domain: &str,
+        key: &str,
+        write: impl FnOnce() -> Ticket<Option<u64>>,
+    ) -> Ticket<Option<u64>> {
+        self.kv_writes.notify_one();
+        if let Some(error) = self.injected(Operation::KvWrite, "kv_cas", &[domain]) {
+            return failed(error);
+        }
+        let ticket = write();
+        if !*self.held.borrow() {
+            return ticket;
+        }
+        let held = self.backlog.load(Ordering::SeqCst)
+            || self
+                .held_rows()
+                .as_deref()
+                .is_none_or(|needle| format!("{domain}/{key}").contains(needle));
+        if !held {
+            return ticket;
+        }
+        self.backlog.store(true, Ordering::SeqCst);
+        self.until_released(ticket)
     }
 
     /// `ticket`, held until release when a held KV write was made before it.
@@ -330,24 +367,23 @@ impl<S: Store> Store for FailingStore<S> {
         expected_version: Option<u64>,
         value: Option<Vec<u8>>,
     ) -> Ticket<Option<u64>> {
-        self.kv_writes.notify_one();
-        if let Some(error) = self.injected(Operation::KvWrite, "kv_cas", &[domain]) {
-            return failed(error);
-        }
-        let ticket = self.inner.kv_cas(domain, key, expected_version, value);
-        if !*self.held.borrow() {
-            return ticket;
-        }
-        let held = self.backlog.load(Ordering::SeqCst)
-            || self
-                .held_rows()
-                .as_deref()
-                .is_none_or(|needle| format!("{domain}/{key}").contains(needle));
-        if !held {
-            return ticket;
-        }
-        self.backlog.store(true, Ordering::SeqCst);
-        self.until_released(ticket)
+        self.kv_write(domain, key, || {
+            self.inner.kv_cas(domain, key, expected_version, value)
+        })
+    }
+
+    fn kv_cas_lingering(
+        &self,
+        domain: &str,
+        key: &str,
+        expected_version: Option<u64>,
+        value: Option<Vec<u8>>,
+    ) -> Ticket<Option<u64>> {
+        self.lingering.fetch_add(1, Ordering::SeqCst);
+        self.kv_write(domain, key, || {
+            self.inner
+                .kv_cas_lingering(domain, key, expected_version, value)
+        })
     }
 
     fn flush(&self) -> Ticket<()> {

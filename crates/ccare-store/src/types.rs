@@ -179,6 +179,22 @@ pub trait Store: Send + Sync + 'static {
         value: Option<Vec<u8>>,
     ) -> Ticket<Option<u64>>;
 
+    /// [`Store::kv_cas`] for a write its caller follows at once with writes of its own
+    /// and a flush (an agent's inbox row, then the turn it opens): a backend that
+    /// groups commits may keep the group open for them, as it does after an append
+    /// nobody awaits, so they all commit together (one fsync, not two). Its ticket then
+    /// resolves with that commit, at the latest when the backend's linger ends. The
+    /// default is `kv_cas`.
+    fn kv_cas_lingering(
+        &self,
+        domain: &str,
+        key: &str,
+        expected_version: Option<u64>,
+        value: Option<Vec<u8>>,
+    ) -> Ticket<Option<u64>> {
+        self.kv_cas(domain, key, expected_version, value)
+    }
+
     /// Commits everything queued before it at once; resolves when all of it is durable,
     /// or with the oldest write error not yet reported through a ticket or a flush.
     fn flush(&self) -> Ticket<()>;

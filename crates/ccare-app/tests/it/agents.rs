@@ -354,3 +354,24 @@ async fn act_1_a_failed_queued_creation_fails_the_first_turn_naming_the_store() 
     );
     assert_eq!(store.inner().session(&id).await.unwrap(), None);
 }
+
+/// ACT-2: a prompt's inbox row is durable before the prompt is acknowledged, and it is
+/// queued so that the store may keep its group open for the turn the prompt opens
+/// (its events and the flush before the model request): the row and the turn's opening
+/// commit together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act_2_a_prompt_s_inbox_row_commits_with_the_turn_it_opens() {
+    let (kit, store, agents) = agents_over_kit(r#"{"text": "hello"}"#);
+    let handle = agents
+        .create_queued(ccare_core::JsonObject::new())
+        .await
+        .unwrap();
+    assert_eq!(store.lingering_kv_writes(), 0);
+    handle.agent().prompt("hi");
+    assert_eq!(
+        handle.agent().when_idle().await,
+        Some(TurnEndReason::Completed)
+    );
+    assert_eq!(store.lingering_kv_writes(), 1, "the inbox row");
+    assert_eq!(kit.script().requests().len(), 1);
+}

@@ -620,6 +620,36 @@ async fn h_dom_3_reads_see_only_acknowledged_values() {
     );
 }
 
+/// `put_lingering` is a put whose store write may keep its group open for what the
+/// caller sends next (`Store::kv_cas_lingering`); `put` and the other writes never ask
+/// for that. Both are read back alike.
+#[tokio::test]
+async fn h_dom_3_a_lingering_put_asks_the_store_to_linger() {
+    let store = Arc::new(FailingStore::default());
+    let domains = Domains::new(store.clone());
+    let domain = domains.open(notes_spec(1), "p").await.unwrap();
+    let notes = domain.table("notes").unwrap();
+    notes.put("plain", json!(1)).unwrap().await.unwrap();
+    notes.delete("plain").unwrap().await.unwrap();
+    notes
+        .update("updated", |_| Some(json!(2)))
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(store.lingering_kv_writes(), 0);
+    notes
+        .put_lingering("lingering", json!(3))
+        .unwrap()
+        .await
+        .unwrap();
+    assert_eq!(store.lingering_kv_writes(), 1);
+    assert_eq!(value(&notes, "lingering"), Some(json!(3)));
+    assert_eq!(
+        stored(store.as_ref(), "notes", "notes/lingering").await,
+        Some(json!(3))
+    );
+}
+
 /// Writes to one partition apply in call order, through many rounds, with deletes.
 async fn check_partition_order(store: Arc<dyn Store>) {
     let domains = Domains::new(Arc::clone(&store));

@@ -720,6 +720,90 @@ async fn h_store_4_group_failure_rolls_back_the_whole_group() {
     );
 }
 
+/// A KV write queued with `kv_cas_lingering` (an inbox row its caller follows at once
+/// with the turn it opens) keeps its group open for what comes next, as an append
+/// nobody awaits does: a write sent a millisecond later joins its group, so a database
+/// error in that later write rolls the lingering one back with it. (A plain `kv_cas`
+/// commits on its own the moment the queue is empty.) Tried a few times, in case the
+/// machine stalls the test past the linger.
+#[tokio::test]
+async fn h_store_4_a_lingering_kv_write_commits_with_what_follows_it() {
+    let db = Db::new();
+    let store = &db.store;
+    // An event row without a session: creating that session hits the primary key.
+    db.raw()
+        .execute(
+            "INSERT INTO events (session_id, seq, body) VALUES ('orphan', 0, '{}')",
+            [],
+        )
+        .unwrap();
+    let mut joined = Vec::new();
+    for attempt in 0..3 {
+        let key = format!("k{attempt}");
+        let lingering = store.kv_cas_lingering("d", &key, None, Some(b"v".to_vec()));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let breaking = store.create_session(new_session("orphan", 1), numbered(0, 1, "orphan"));
+        let flushed = store.flush();
+        assert!(
+            matches!(
+                breaking.await,
+                Err(StoreError::Backend {
+                    operation: "create_session",
+                    ..
+                })
+            ),
+            "the breaking creation fails"
+        );
+        let _ = flushed.await;
+        let lingering = lingering.await;
+        joined.push(lingering.clone());
+        if let Err(StoreError::Backend {
+            operation: "kv_cas",
+            message,
+        }) = &lingering
+        {
+            assert!(message.contains("rolled back"), "{message}");
+            assert_eq!(store.kv_get("d", &key).await, Ok(None));
+            return;
+        }
+    }
+    panic!("the lingering write committed before the write that followed it: {joined:?}");
+}
+
+/// A lingering KV write does not hold open a group that already holds a write its
+/// caller awaits (that caller may be what the flush the linger waits for is waiting
+/// on): the group commits the moment the queue is empty, so a write that fails a
+/// millisecond later is not in it.
+#[tokio::test]
+async fn h_store_4_a_lingering_kv_write_does_not_hold_an_awaited_write() {
+    let db = Db::new();
+    let store = &db.store;
+    db.raw()
+        .execute(
+            "INSERT INTO events (session_id, seq, body) VALUES ('orphan', 0, '{}')",
+            [],
+        )
+        .unwrap();
+    let mut results = Vec::new();
+    for attempt in 0..3 {
+        // Queued back to back, so they nearly always share a group (when they do not,
+        // the lingering one holds its own group open and fails with the breaking write:
+        // that attempt proves nothing, and the next one is tried).
+        let awaited = store.kv_cas("d", &format!("a{attempt}"), None, Some(b"v".to_vec()));
+        let lingering =
+            store.kv_cas_lingering("d", &format!("l{attempt}"), None, Some(b"v".to_vec()));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let breaking = store.create_session(new_session("orphan", 1), numbered(0, 1, "orphan"));
+        let _ = breaking.await;
+        let (awaited, lingering) = (awaited.await, lingering.await);
+        if awaited == Ok(Some(1)) && lingering == Ok(Some(1)) {
+            return;
+        }
+        results.push((awaited, lingering));
+    }
+    panic!("the awaited write waited in a lingering group: {results:?}");
+}
+
 /// A burst's rows are written while its group is still open (a full statement's worth
 /// at a time); a database error in a later statement still rolls back the whole group,
 /// rows already inserted included.
