@@ -8,6 +8,7 @@ use ccare_agent::tools::{FileLimits, Workspace, builtin_tools};
 use ccare_agent::{AgentOptions, Host, InstalledInstructions};
 use ccare_llm::{Llm, Purpose};
 use ccare_session::Registry;
+use ccare_store::Store;
 
 use crate::config::{DEFAULT_PROFILE, Profile, Settings};
 use crate::error::AppError;
@@ -66,13 +67,27 @@ fn agent_key(profile: &Profile, key: &str) -> String {
     }
 }
 
-/// Builds the host of `profile` (`None`: the default profile). `env` reads the
-/// provider keys. An invalid config or workspace is bad input
-/// ([`AppError::is_bad_input`]).
+/// Builds the host of `profile` (`None`: the default profile) over the store
+/// `[store]` names. `env` reads the provider keys. An invalid config or workspace is
+/// bad input ([`AppError::is_bad_input`]).
 pub fn boot(
     settings: &Settings,
     profile: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Booted, AppError> {
+    // The profile is checked before the store is opened.
+    settings.profile(profile)?;
+    let store = crate::store::open_store(settings)?;
+    boot_over(settings, profile, env, store)
+}
+
+/// [`boot`] over `store` instead of the one `[store]` names: for an embedder that
+/// brings its own store, or a test that makes the store fail under a running server.
+pub fn boot_over(
+    settings: &Settings,
+    profile: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+    store: Arc<dyn Store>,
 ) -> Result<Booted, AppError> {
     let profile = settings.profile(profile)?.clone();
     let origin = settings
@@ -104,7 +119,6 @@ pub fn boot(
         message: format!("models.{:?}.tokenizer: {error}", route.name()),
     })?;
     let registry = Arc::new(Registry::with_host_defaults());
-    let store = crate::store::open_store(settings)?;
     let sessions = crate::store::sessions(settings, store, Arc::clone(&registry), profile.locale);
     let host = Arc::new(Host::new(Arc::new(llm), Arc::new(sessions), registry));
     let workspace_key = agent_key(&profile, "workspace");

@@ -44,7 +44,7 @@ mod mount;
 pub mod store;
 
 pub use agents::{AgentHandle, Agents};
-pub use boot::{Booted, boot};
+pub use boot::{Booted, boot, boot_over};
 pub use config::{Overrides, Settings, load};
 pub use error::AppError;
 pub use home::Home;

@@ -151,6 +151,8 @@ pub(crate) async fn follow(
     let mut idle_seen_after = None;
     // Set once the client went away (its answer was dropped): the turn is cancelled.
     let mut client_gone = false;
+    // Set once the agent was seen idle with its session writable.
+    let mut idle_checked = false;
     loop {
         // While an abort waits for its resume, the agent going idle ends the answer too:
         // the stream's `Idle` item is transient and is lost when the follower lags.
@@ -158,6 +160,30 @@ pub(crate) async fn follow(
         let next = tokio::select! {
             item = stream.next() => Some(item),
             _ = handle.agent().when_idle(), if waiting => None,
+            // A turn whose session a store error fenced (its creation, an append) logs
+            // no `turn/end` and the stream sends nothing more: the agent's own record of
+            // how it ended is the answer's failure.
+            ended = handle.agent().when_idle(), if !waiting && !idle_checked => {
+                match handle.session().fence() {
+                    Some(fence) => {
+                        if let Some(reason) = ended {
+                            conclude(&mut outcome, reason);
+                        }
+                        if outcome.failure.is_none() {
+                            outcome.failure = Some(host_failure(
+                                500,
+                                "SESSION_FENCED",
+                                &fence.to_string(),
+                            ));
+                        }
+                        break;
+                    }
+                    None => {
+                        idle_checked = true;
+                        continue;
+                    }
+                }
+            }
             () = items.closed(), if !client_gone => {
                 client_gone = true;
                 stop_for_gone_client(&handle);

@@ -145,6 +145,78 @@ async fn gw_1_a_plain_answer_has_openai_shape_and_real_usage() {
     assert!(last.to_string().contains("hi"), "{last}");
 }
 
+/// `response`, failing the test if the gateway has not answered within 10 s (a turn
+/// whose end was never logged must not leave the client waiting).
+async fn answered(response: impl Future<Output = reqwest::Response>) -> reqwest::Response {
+    tokio::time::timeout(std::time::Duration::from_secs(10), response)
+        .await
+        .expect("the gateway never answered")
+}
+
+/// A turn whose answer cannot be stored (the disk fails as the reply is logged, which
+/// fences the session, so no `turn/end` is ever logged) is answered 500 naming the
+/// store; the client is not left waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_an_answer_that_cannot_be_stored_is_500_not_a_hang() {
+    let rig = Rig::start_with(RigOptions {
+        failing: true,
+        ..RigOptions::default()
+    })
+    .await;
+    let store = rig.failing.clone().unwrap();
+    store.fail(
+        ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
+    );
+    rig.fake.push(Reply::text("Hello"));
+    let body = json!({"model": "fake/model", "messages": conversation("be brief", "hi")});
+    let response = answered(chat(&rig, &body)).await;
+    let session = session_of(&response);
+    assert_eq!(response.status().as_u16(), 500);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "SESSION_FENCED", "{error}");
+    assert_eq!(
+        error["error"]["message"],
+        format!("session {session} is fenced after a store error: store append failed: disk full"),
+    );
+    assert_eq!(rig.fake.requests().len(), 1);
+}
+
+/// A new conversation whose session cannot be stored (its creation is queued and
+/// commits with the turn's opening, before any hook runs) is answered 500 naming the
+/// store, nothing reaches the upstream and no session is listed; once the store works
+/// again the same request starts a session and is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_a_new_conversation_whose_session_cannot_be_stored_is_500_and_nothing_leaves() {
+    let rig = Rig::start_with(RigOptions {
+        failing: true,
+        ..RigOptions::default()
+    })
+    .await;
+    let store = rig.failing.clone().unwrap();
+    store.fail(ccare_store::testing::Fault::creates("disk unplugged"));
+    let body = json!({"model": "fake/model", "messages": conversation("be brief", "hi")});
+    let response = answered(chat(&rig, &body)).await;
+    let session = session_of(&response);
+    assert_eq!(response.status().as_u16(), 500);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "SESSION_FENCED", "{error}");
+    assert_eq!(
+        error["error"]["message"],
+        format!(
+            "session {session} is fenced after a store error: store create_session failed: disk unplugged"
+        ),
+    );
+    assert!(rig.fake.requests().is_empty(), "a request left");
+    let listed: Value = rig.get_json("/api/sessions").await;
+    assert_eq!(listed["sessions"], json!([]), "{listed}");
+    store.heal();
+    rig.fake.push(Reply::text("Hello"));
+    let response = chat(&rig, &body).await;
+    assert_eq!(response.status().as_u16(), 200);
+    assert_ne!(session_of(&response), session);
+    assert_eq!(rig.fake.requests().len(), 1);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_1_sampling_fields_go_upstream_and_fall_back_when_left_out() {
     // A client's temperature, output limit, reasoning effort and the fields passed as

@@ -13,11 +13,12 @@
 //! per request, or `rig.fake.respond_with(...)`; an unscripted request gets a 500.
 //!
 //! API (stable; ask engineer A before changing it):
-//! - `Rig::start().await`, `Rig::start_with(RigOptions { toml, keep_alive }).await`
+//! - `Rig::start().await`, `Rig::start_with(RigOptions { toml, keep_alive, failing }).await`
 //!   (`toml` is appended to the config: extra `[plugins.*]`, `[http]`, `[host]` keys;
-//!   `keep_alive` is the SSE keep-alive interval, 15 s by default);
+//!   `keep_alive` is the SSE keep-alive interval, 15 s by default; `failing` serves
+//!   over the same SQLite store wrapped in a `FailingStore`, in `rig.failing`);
 //! - fields `dir` (temp dir), `fake` ([`FakeServer`]), `base` (`http://127.0.0.1:PORT`,
-//!   no trailing `/`), `token`, `client`;
+//!   no trailing `/`), `token`, `client`, `failing`;
 //! - `rig.url("/api/sessions")`, `rig.authed(Method::POST, path)` (a builder with the
 //!   bearer token), `rig.get(path)`, `rig.post_json(path, &body)`,
 //!   `rig.patch_json(path, &body)`, `rig.delete(path)` → `reqwest::Response`;
@@ -39,10 +40,11 @@ use std::time::Duration;
 
 use ccare_agent::routes::RouteEntry;
 use ccare_app::config::load_text;
-use ccare_app::{Agents, Home, Overrides, boot};
+use ccare_app::{Agents, Home, Overrides, boot, boot_over};
 use ccare_fake_openai::FakeServer;
 use ccare_server::{ServeOptions, Server, ServerContext, Shutdown, resolve_token};
-use ccare_store::Store;
+use ccare_store::testing::FailingStore;
+use ccare_store::{SqliteConfig, SqliteStore, Store};
 use reqwest::Method;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -54,6 +56,8 @@ pub struct RigOptions {
     pub toml: String,
     /// The SSE keep-alive interval.
     pub keep_alive: Duration,
+    /// Serve over a store whose writes fail on demand ([`Rig::failing`]).
+    pub failing: bool,
 }
 
 impl Default for RigOptions {
@@ -61,9 +65,13 @@ impl Default for RigOptions {
         Self {
             toml: String::new(),
             keep_alive: ccare_server::KEEP_ALIVE,
+            failing: false,
         }
     }
 }
+
+/// The rig's SQLite store, wrapped so its writes fail on demand.
+pub type FailingSqlite = FailingStore<SqliteStore>;
 
 /// A running server over a temp home, and a client for it.
 pub struct Rig {
@@ -77,6 +85,8 @@ pub struct Rig {
     pub token: String,
     /// A plain client (no default headers, no cookie store).
     pub client: reqwest::Client,
+    /// With [`RigOptions::failing`], the store the server runs over.
+    pub failing: Option<Arc<FailingSqlite>>,
     options: RigOptions,
     server: Option<Server>,
 }
@@ -114,7 +124,10 @@ fn install_crypto() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-async fn serve(dir: &std::path::Path, options: &RigOptions) -> (Server, String) {
+async fn serve(
+    dir: &std::path::Path,
+    options: &RigOptions,
+) -> (Server, String, Option<Arc<FailingSqlite>>) {
     let home = Home {
         dir: dir.join("home"),
     };
@@ -127,7 +140,20 @@ async fn serve(dir: &std::path::Path, options: &RigOptions) -> (Server, String) 
         &env,
     )
     .unwrap();
-    let booted = Arc::new(boot(&settings, None, &env).unwrap());
+    let failing = options.failing.then(|| {
+        if let Some(parent) = settings.store.path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        Arc::new(FailingStore::new(
+            SqliteStore::open(SqliteConfig::new(&settings.store.path)).unwrap(),
+        ))
+    });
+    let booted = Arc::new(match &failing {
+        Some(store) => {
+            boot_over(&settings, None, &env, Arc::clone(store) as Arc<dyn Store>).unwrap()
+        }
+        None => boot(&settings, None, &env).unwrap(),
+    });
     let agents = Agents::of(&booted);
     let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let (token, source) = resolve_token(&settings.http, addr, &home.dir, &env).unwrap();
@@ -138,7 +164,7 @@ async fn serve(dir: &std::path::Path, options: &RigOptions) -> (Server, String) 
     let server = Server::start(ServerContext { booted, agents }, serve_options)
         .await
         .unwrap();
-    (server, token.secret().to_owned())
+    (server, token.secret().to_owned(), failing)
 }
 
 impl Rig {
@@ -157,8 +183,9 @@ impl Rig {
             config(&fake.base_url(), &options.toml),
         )
         .unwrap();
-        let (server, token) = serve(dir.path(), &options).await;
+        let (server, token, failing) = serve(dir.path(), &options).await;
         Rig {
+            failing,
             base: format!("http://{}", server.local_addr()),
             dir,
             fake,
@@ -261,8 +288,9 @@ impl Rig {
         if self.server.is_some() {
             self.shutdown().await;
         }
-        let (server, token) = serve(self.dir.path(), &self.options).await;
+        let (server, token, failing) = serve(self.dir.path(), &self.options).await;
         assert_eq!(token, self.token, "the token file is reused");
+        self.failing = failing;
         self.base = format!("http://{}", server.local_addr());
         self.server = Some(server);
         self
