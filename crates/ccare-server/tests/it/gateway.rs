@@ -195,17 +195,26 @@ async fn gw_6_a_new_conversation_whose_session_cannot_be_stored_is_500_and_nothi
     let store = rig.failing.clone().unwrap();
     store.fail(ccare_store::testing::Fault::creates("disk unplugged"));
     let body = json!({"model": "fake/model", "messages": conversation("be brief", "hi")});
-    let response = answered(chat(&rig, &body)).await;
-    let session = session_of(&response);
-    assert_eq!(response.status().as_u16(), 500);
-    let error: Value = response.json().await.unwrap();
-    assert_eq!(error["error"]["code"], "SESSION_FENCED", "{error}");
-    assert_eq!(
-        error["error"]["message"],
-        format!(
-            "session {session} is fenced after a store error: store create_session failed: disk unplugged"
-        ),
-    );
+    let mut sessions = Vec::new();
+    // Streamed or not: nothing streamed yet, so the error status, not a 200 stream.
+    for stream in [false, true] {
+        let mut request = body.clone();
+        request["stream"] = json!(stream);
+        let response = answered(chat(&rig, &request)).await;
+        let session = session_of(&response);
+        assert_eq!(response.status().as_u16(), 500, "stream {stream}");
+        let error: Value = response.json().await.unwrap();
+        assert_eq!(error["error"]["code"], "SESSION_FENCED", "{error}");
+        assert_eq!(
+            error["error"]["message"],
+            format!(
+                "session {session} is fenced after a store error: store create_session failed: disk unplugged"
+            ),
+        );
+        sessions.push(session);
+    }
+    let session = sessions[0].clone();
+    assert_ne!(sessions[0], sessions[1]);
     assert!(rig.fake.requests().is_empty(), "a request left");
     let listed: Value = rig.get_json("/api/sessions").await;
     assert_eq!(listed["sessions"], json!([]), "{listed}");
