@@ -75,10 +75,7 @@ pub fn boot(
     profile: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Booted, AppError> {
-    // The profile is checked before the store is opened.
-    settings.profile(profile)?;
-    let store = crate::store::open_store(settings)?;
-    boot_over(settings, profile, env, store)
+    boot_with(settings, profile, env, None)
 }
 
 /// [`boot`] over `store` instead of the one `[store]` names: for an embedder that
@@ -88,6 +85,17 @@ pub fn boot_over(
     profile: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
     store: Arc<dyn Store>,
+) -> Result<Booted, AppError> {
+    boot_with(settings, profile, env, Some(store))
+}
+
+/// The boot over `store`, or (`None`) over the `[store]` store, opened once the
+/// profile's model and tokenizer are known to be usable (a bad config creates no file).
+fn boot_with(
+    settings: &Settings,
+    profile: Option<&str>,
+    env: &dyn Fn(&str) -> Option<String>,
+    store: Option<Arc<dyn Store>>,
 ) -> Result<Booted, AppError> {
     let profile = settings.profile(profile)?.clone();
     let origin = settings
@@ -119,6 +127,10 @@ pub fn boot_over(
         message: format!("models.{:?}.tokenizer: {error}", route.name()),
     })?;
     let registry = Arc::new(Registry::with_host_defaults());
+    let store = match store {
+        Some(store) => store,
+        None => crate::store::open_store(settings)?,
+    };
     let sessions = crate::store::sessions(settings, store, Arc::clone(&registry), profile.locale);
     let host = Arc::new(Host::new(Arc::new(llm), Arc::new(sessions), registry));
     let workspace_key = agent_key(&profile, "workspace");

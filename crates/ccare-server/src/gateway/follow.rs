@@ -151,7 +151,11 @@ pub(crate) async fn follow(
     let mut idle_seen_after = None;
     // Set once the client went away (its answer was dropped): the turn is cancelled.
     let mut client_gone = false;
-    // Set once the agent was seen idle with its session writable.
+    // Resolves once the agent is idle (made once: the loop runs per streamed piece);
+    // `idle_checked` is set once it resolved with the session writable.
+    let agent = handle.agent().clone();
+    let idle = async move { agent.when_idle().await };
+    tokio::pin!(idle);
     let mut idle_checked = false;
     loop {
         // While an abort waits for its resume, the agent going idle ends the answer too:
@@ -163,7 +167,7 @@ pub(crate) async fn follow(
             // A turn whose session a store error fenced (its creation, an append) logs
             // no `turn/end` and the stream sends nothing more: the agent's own record of
             // how it ended is the answer's failure.
-            ended = handle.agent().when_idle(), if !waiting && !idle_checked => {
+            ended = &mut idle, if !waiting && !idle_checked => {
                 match handle.session().fence() {
                     Some(fence) => {
                         if let Some(reason) = ended {
