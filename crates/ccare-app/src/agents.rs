@@ -269,11 +269,7 @@ impl Agents {
             }
             (Err(error), _) => return Err(error),
         };
-        let slot = self.slot(session.id());
-        let mut running = slot.lock().await;
-        let (actor, handle) = self.start(session, lease, Restore::New).await?;
-        *running = Some(actor);
-        Ok(handle)
+        self.start_created(session, lease).await
     }
 
     /// Creates a new session with `meta` and starts its actor like [`Agents::create`],
@@ -296,6 +292,15 @@ impl Agents {
             self.shared.lease_ms,
         );
         session.include_write(claim);
+        self.start_created(session, lease).await
+    }
+
+    /// Starts the actor of a session created just now, in its slot.
+    async fn start_created(
+        &self,
+        session: ccare_session::Session,
+        lease: SessionLease,
+    ) -> Result<AgentHandle, AppError> {
         let slot = self.slot(session.id());
         let mut running = slot.lock().await;
         let (actor, handle) = self.start(session, lease, Restore::New).await?;

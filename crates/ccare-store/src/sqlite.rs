@@ -350,6 +350,27 @@ impl SqliteStore {
         self.inner.shutdown()
     }
 
+    /// Queues a KV compare-and-swap; `linger`: the writer may keep its group open after
+    /// it ([`Store::kv_cas_lingering`]).
+    fn submit_kv_cas(
+        &self,
+        domain: &str,
+        key: &str,
+        expected: Option<u64>,
+        value: Option<Vec<u8>>,
+        linger: bool,
+    ) -> Ticket<Option<u64>> {
+        let (domain, key) = (domain.to_owned(), key.to_owned());
+        self.submit(|reply| Op::KvCas {
+            domain,
+            key,
+            expected,
+            value,
+            linger,
+            reply,
+        })
+    }
+
     fn submit<T: Send + 'static>(&self, make: impl FnOnce(Reply<T>) -> Op) -> Ticket<T> {
         let (sender, result) = oneshot::channel();
         let seen = Arc::new(AtomicBool::new(false));
@@ -491,15 +512,7 @@ impl Store for SqliteStore {
         expected_version: Option<u64>,
         value: Option<Vec<u8>>,
     ) -> Ticket<Option<u64>> {
-        let (domain, key) = (domain.to_owned(), key.to_owned());
-        self.submit(|reply| Op::KvCas {
-            domain,
-            key,
-            expected: expected_version,
-            value,
-            linger: false,
-            reply,
-        })
+        self.submit_kv_cas(domain, key, expected_version, value, false)
     }
 
     fn kv_cas_lingering(
@@ -509,15 +522,7 @@ impl Store for SqliteStore {
         expected_version: Option<u64>,
         value: Option<Vec<u8>>,
     ) -> Ticket<Option<u64>> {
-        let (domain, key) = (domain.to_owned(), key.to_owned());
-        self.submit(|reply| Op::KvCas {
-            domain,
-            key,
-            expected: expected_version,
-            value,
-            linger: true,
-            reply,
-        })
+        self.submit_kv_cas(domain, key, expected_version, value, true)
     }
 
     fn flush(&self) -> Ticket<()> {

@@ -145,6 +145,17 @@ async fn gw_1_a_plain_answer_has_openai_shape_and_real_usage() {
     assert!(last.to_string().contains("hi"), "{last}");
 }
 
+/// A rig over a store whose writes fail on demand, and that store.
+async fn failing_rig() -> (Rig, std::sync::Arc<crate::rig::FailingSqlite>) {
+    let rig = Rig::start_with(RigOptions {
+        failing: true,
+        ..RigOptions::default()
+    })
+    .await;
+    let store = rig.failing.clone().expect("the rig serves a failing store");
+    (rig, store)
+}
+
 /// `response`, failing the test if the gateway has not answered within 10 s (a turn
 /// whose end was never logged must not leave the client waiting).
 async fn answered(response: impl Future<Output = reqwest::Response>) -> reqwest::Response {
@@ -158,12 +169,7 @@ async fn answered(response: impl Future<Output = reqwest::Response>) -> reqwest:
 /// store; the client is not left waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_6_an_answer_that_cannot_be_stored_is_500_not_a_hang() {
-    let rig = Rig::start_with(RigOptions {
-        failing: true,
-        ..RigOptions::default()
-    })
-    .await;
-    let store = rig.failing.clone().unwrap();
+    let (rig, store) = failing_rig().await;
     store.fail(
         ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
     );
@@ -187,12 +193,7 @@ async fn gw_6_an_answer_that_cannot_be_stored_is_500_not_a_hang() {
 /// again the same request starts a session and is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_6_a_new_conversation_whose_session_cannot_be_stored_is_500_and_nothing_leaves() {
-    let rig = Rig::start_with(RigOptions {
-        failing: true,
-        ..RigOptions::default()
-    })
-    .await;
-    let store = rig.failing.clone().unwrap();
+    let (rig, store) = failing_rig().await;
     store.fail(ccare_store::testing::Fault::creates("disk unplugged"));
     let body = json!({"model": "fake/model", "messages": conversation("be brief", "hi")});
     let mut sessions = Vec::new();

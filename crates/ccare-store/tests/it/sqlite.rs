@@ -720,6 +720,23 @@ async fn h_store_4_group_failure_rolls_back_the_whole_group() {
     );
 }
 
+/// An event row without a session, so that creating session `orphan`
+/// ([`breaking_creation`]) hits the primary key: a database error that rolls back the
+/// whole group it lands in.
+fn with_orphan_event(db: &Db) {
+    db.raw()
+        .execute(
+            "INSERT INTO events (session_id, seq, body) VALUES ('orphan', 0, '{}')",
+            [],
+        )
+        .unwrap();
+}
+
+/// Creates session `orphan`, which fails its group after [`with_orphan_event`].
+fn breaking_creation(store: &SqliteStore) -> ccare_store::Ticket<String> {
+    store.create_session(new_session("orphan", 1), numbered(0, 1, "orphan"))
+}
+
 /// A KV write queued with `kv_cas_lingering` (an inbox row its caller follows at once
 /// with the turn it opens) keeps its group open for what comes next, as an append
 /// nobody awaits does: a write sent a millisecond later joins its group, so a database
@@ -730,19 +747,13 @@ async fn h_store_4_group_failure_rolls_back_the_whole_group() {
 async fn h_store_4_a_lingering_kv_write_commits_with_what_follows_it() {
     let db = Db::new();
     let store = &db.store;
-    // An event row without a session: creating that session hits the primary key.
-    db.raw()
-        .execute(
-            "INSERT INTO events (session_id, seq, body) VALUES ('orphan', 0, '{}')",
-            [],
-        )
-        .unwrap();
+    with_orphan_event(&db);
     let mut joined = Vec::new();
     for attempt in 0..3 {
         let key = format!("k{attempt}");
         let lingering = store.kv_cas_lingering("d", &key, None, Some(b"v".to_vec()));
         tokio::time::sleep(Duration::from_millis(1)).await;
-        let breaking = store.create_session(new_session("orphan", 1), numbered(0, 1, "orphan"));
+        let breaking = breaking_creation(store);
         let flushed = store.flush();
         assert!(
             matches!(
@@ -778,12 +789,7 @@ async fn h_store_4_a_lingering_kv_write_commits_with_what_follows_it() {
 async fn h_store_4_a_lingering_kv_write_does_not_hold_an_awaited_write() {
     let db = Db::new();
     let store = &db.store;
-    db.raw()
-        .execute(
-            "INSERT INTO events (session_id, seq, body) VALUES ('orphan', 0, '{}')",
-            [],
-        )
-        .unwrap();
+    with_orphan_event(&db);
     let mut results = Vec::new();
     for attempt in 0..3 {
         // Queued back to back, so they nearly always share a group (when they do not,
@@ -793,7 +799,7 @@ async fn h_store_4_a_lingering_kv_write_does_not_hold_an_awaited_write() {
         let lingering =
             store.kv_cas_lingering("d", &format!("l{attempt}"), None, Some(b"v".to_vec()));
         tokio::time::sleep(Duration::from_millis(1)).await;
-        let breaking = store.create_session(new_session("orphan", 1), numbered(0, 1, "orphan"));
+        let breaking = breaking_creation(store);
         let _ = breaking.await;
         let (awaited, lingering) = (awaited.await, lingering.await);
         if awaited == Ok(Some(1)) && lingering == Ok(Some(1)) {
