@@ -20,26 +20,31 @@
 //! [`SqliteStore::WRITER_SPIN`] before it blocks: writes come in quick sequences, and a
 //! blocked thread is slow to wake), opens one `BEGIN IMMEDIATE`
 //! transaction, applies it, then keeps taking operations that are already queued and
-//! applies them in the same transaction, until the queue is momentarily empty,
-//! [`SqliteConfig::max_group_ops`] operations are in the group, or a flush is taken.
-//! Then it commits and resolves the group's tickets in queue order.
+//! applies them in the same transaction, until the queue is momentarily empty or
+//! [`SqliteConfig::max_group_ops`] operations are in the group. A flush does not end
+//! the group: what is queued behind it already (at most
+//! [`SqliteStore::FLUSH_FOLLOW_OPS`] more) goes in too, since in a burst that is
+//! other sessions' writes and flushes, each of which would otherwise wait for a
+//! commit of its own (an fsync each on a disk); the flush's caller waits only for
+//! their application. Then it commits and resolves the group's tickets in queue order.
 //!
 //! When the queue runs empty right after an *append* (or a KV write queued with
-//! [`Store::kv_cas_lingering`], which its caller follows the same way, unless the group
-//! already holds a write its caller awaits), the writer waits up to
-//! [`SqliteStore::APPEND_LINGER`] for the next operation and takes it into the group
-//! (in a burst, once the group holds [`SqliteStore::APPEND_BURST_OPS`] operations, it
-//! first sleeps [`SqliteStore::APPEND_BURST_GAP`] so the burst is taken in bulk): a
-//! session appending a burst of events is still mid-burst, and the caller that needs them
-//! durable sends a flush, which ends the group at once (so `append` + `flush` waits for
-//! one commit, not two, even when the kernel does work between them).
+//! [`Store::kv_cas_lingering`], which its caller follows the same way), the writer
+//! waits up to [`SqliteStore::APPEND_LINGER`] for the next operation and takes it into
+//! the group (in a burst, once the group holds [`SqliteStore::APPEND_BURST_OPS`]
+//! operations, it first sleeps [`SqliteStore::APPEND_BURST_GAP`] so the burst is taken
+//! in bulk): a session appending a burst of events is still mid-burst, and the caller
+//! that needs them durable sends a flush (so `append` + `flush` waits for one commit,
+//! not two, even when the kernel does work between them). It never lingers once the
+//! group holds something a caller awaits (a flush, a plain KV write, a lease renewal
+//! or release, an [`Store::append_awaited`]): that caller would wait out the linger,
+//! and in a burst other sessions' appends would keep it waiting.
 //! After creating a session, and after the lease that follows it in the same group, it
-//! polls the queue for [`SqliteStore::CREATE_FOLLOW_SPIN`] (never blocking), since the
-//! session's lease and first writes follow at once. After any
-//! other operation (a KV write or a lease, whose callers await the ticket itself) and
-//! after [`Store::append_awaited`] it never lingers. Either way a group commits well within
-//! [`SqliteConfig::commit_window_ms`] of its first operation (H-STORE-4): lingering
-//! stops once the window has passed.
+//! polls the queue for [`SqliteStore::CREATE_FOLLOW_SPIN`] (never blocking, and not
+//! when something in the group is awaited), since the session's lease and first writes
+//! follow at once. After any other operation it never lingers. Either way a group
+//! commits well within [`SqliteConfig::commit_window_ms`] of its first operation
+//! (H-STORE-4): lingering stops once the window has passed.
 //!
 //! Appends are checked when applied but written later (`sqlite/group.rs`): a group reads
 //! each session's head once, writes its appended rows with multi-row `INSERT`s (a full
@@ -87,7 +92,7 @@ mod group;
 mod lease;
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
@@ -169,6 +174,8 @@ struct Inner {
     writer: Mutex<Option<JoinHandle<Option<StoreError>>>>,
     readers: Arc<ReadPool>,
     closed: AtomicBool,
+    /// Group transactions committed so far ([`SqliteStore::commits`]).
+    commits: Arc<AtomicU64>,
 }
 
 /// Where the writer sends one operation's result.
@@ -272,6 +279,11 @@ impl SqliteStore {
     /// only delay the flush of a turn's few appends, which is on the path to every
     /// model request.
     pub const APPEND_BURST_OPS: usize = 8;
+    /// The most operations a group takes after its first flush, from what is queued
+    /// already (it never waits for more): enough for a burst of new conversations, each
+    /// opening with a handful of writes and a flush, to share one commit, few enough
+    /// that the flush's caller waits for their application only briefly.
+    pub const FLUSH_FOLLOW_OPS: usize = 256;
     /// How long the writer polls the queue, without blocking, before it blocks for the
     /// next operation: after each group, and after a few appends before it lingers
     /// for their flush (up to [`SqliteStore::APPEND_LINGER`]). Writes come in quick
@@ -307,9 +319,11 @@ impl SqliteStore {
         let conn = open_writer(&path)?;
         let readers = Arc::new(ReadPool::open(&path, config.read_connections.max(1))?);
         let (sender, receiver) = mpsc::channel();
+        let commits = Arc::new(AtomicU64::new(0));
         let writer = Writer {
             conn,
             path: path.clone(),
+            commits: Arc::clone(&commits),
             max_group_ops: config.max_group_ops.max(1),
             commit_window: Duration::from_millis(config.commit_window_ms),
             failures: Failures::default(),
@@ -332,6 +346,7 @@ impl SqliteStore {
                 writer: Mutex::new(Some(handle)),
                 readers,
                 closed: AtomicBool::new(false),
+                commits,
             }),
         })
     }
@@ -339,6 +354,13 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// How many group transactions the writer has committed since the store opened.
+    /// Beside the number of writes it says how well they share commits (on a disk each
+    /// commit is an fsync).
+    pub fn commits(&self) -> u64 {
+        self.inner.commits.load(Ordering::Acquire)
     }
 
     /// Stops accepting work, commits everything already queued and stops the writer
@@ -738,6 +760,8 @@ struct Writer {
     commit_window: Duration,
     /// Failed writes since the last flush.
     failures: Failures,
+    /// Shared with [`Inner::commits`].
+    commits: Arc<AtomicU64>,
 }
 
 impl Writer {
@@ -787,37 +811,54 @@ impl Writer {
                 let mut next = Some(first);
                 // Whether the group holds a new session.
                 let mut created = false;
-                // Whether the group holds a write its caller awaits.
+                // Whether the group holds a write its caller awaits (a flush included).
                 let mut awaited = false;
+                // How many operations the group held when it took its first flush.
+                let mut flushed_at = None;
                 while let Some(op) = next.take() {
                     let is_flush = matches!(op, Op::Flush { .. });
-                    // A write its caller awaits: a lingering KV write after it in the
-                    // group does not hold the group open, since that caller may be the
-                    // one the awaited flush waits for (an idle hook awaiting the
-                    // journal, while the inbox row of the next prompt lingers for the
-                    // turn that hook holds back).
+                    // Someone waits for this group's commit: it lingers no more, for
+                    // appends or KV writes that may follow (the caller of a lingering KV
+                    // write may even be the one the awaited flush waits for: an idle
+                    // hook awaiting the journal, while the inbox row of the next prompt
+                    // lingers for the turn that hook holds back).
                     awaited |= matches!(
                         op,
-                        Op::KvCas { linger: false, .. }
+                        Op::Flush { .. }
+                            | Op::KvCas { linger: false, .. }
                             | Op::Append { linger: false, .. }
                             | Op::LeaseRenew { .. }
                             | Op::LeaseRelease { .. }
                     );
-                    let linger = matches!(op, Op::Append { linger: true, .. })
-                        || (!awaited && matches!(op, Op::KvCas { linger: true, .. }));
+                    let linger = !awaited
+                        && matches!(
+                            op,
+                            Op::Append { linger: true, .. } | Op::KvCas { linger: true, .. }
+                        );
                     // A new session is nearly always followed at once by its lease and
                     // its first writes (an inbox row, the turn's opening): poll (never
                     // block) for them after it and after the lease that follows it.
                     created |= matches!(op, Op::Create { .. });
-                    let poll_after = matches!(op, Op::Create { .. })
-                        || (created && matches!(op, Op::LeaseAcquire { .. }));
+                    let poll_after = !awaited
+                        && (matches!(op, Op::Create { .. })
+                            || (created && matches!(op, Op::LeaseAcquire { .. })));
                     let (applied, failed) = apply(&tx, &mut pending, op);
                     done.push(applied);
                     if failed.is_some() {
                         failure = failed;
                         break;
                     }
-                    if is_flush || done.len() >= self.max_group_ops {
+                    if is_flush {
+                        flushed_at.get_or_insert(done.len());
+                    }
+                    // After a flush the group takes only what is queued already (other
+                    // sessions' writes and flushes, in a burst): applying them costs
+                    // the flush's caller a few microseconds each, while a commit of
+                    // their own would cost each of them a commit more.
+                    if done.len() >= self.max_group_ops
+                        || flushed_at
+                            .is_some_and(|at| done.len() - at >= SqliteStore::FLUSH_FOLLOW_OPS)
+                    {
                         break;
                     }
                     // A burst's rows go in while its next appends are still coming.
@@ -862,6 +903,7 @@ impl Writer {
         if let Some(GroupFailure(why)) = &failure {
             tracing::error!(path = %self.path.display(), ops = done.len(), error = %why, "sqlite group commit failed; rolled back");
         } else {
+            self.commits.fetch_add(1, Ordering::AcqRel);
             tracing::trace!(ops = done.len(), "sqlite group committed");
         }
         self.resolve(done, failure);

@@ -810,6 +810,116 @@ async fn h_store_4_a_lingering_kv_write_does_not_hold_an_awaited_write() {
     panic!("the awaited write waited in a lingering group: {results:?}");
 }
 
+/// An append nobody awaits does not hold open a group that already holds a write its
+/// caller awaits: the group commits the moment the queue is empty, so a write that
+/// fails a millisecond later (within the append's linger) is not in it.
+#[tokio::test]
+async fn h_store_4_an_append_does_not_hold_an_awaited_write() {
+    let db = Db::new();
+    let store = &db.store;
+    seeded(store, "s", 0).await;
+    with_orphan_event(&db);
+    let mut results = Vec::new();
+    for attempt in 0..3u64 {
+        // Queued back to back, so they nearly always share a group (when they do not,
+        // the append holds its own group open and fails with the breaking write: that
+        // attempt proves nothing, and the next one is tried).
+        let awaited = store.kv_cas("d", &format!("a{attempt}"), None, Some(b"v".to_vec()));
+        let head = store.session(&sid("s")).await.unwrap().unwrap().head;
+        let appended = store.append(&sid("s"), head, numbered(head, 1, "s"));
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let breaking = breaking_creation(store);
+        let _ = breaking.await;
+        let (awaited, appended) = (awaited.await, appended.await);
+        if awaited == Ok(Some(1)) && appended == Ok(head + 1) {
+            return;
+        }
+        results.push((awaited, appended));
+    }
+    panic!("the awaited write waited in a lingering group: {results:?}");
+}
+
+/// Writes and flushes queued back to back by several sessions (a burst of new
+/// conversations, each opening with its writes and a flush) share one commit: a flush
+/// takes what is already queued behind it into its group instead of ending it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_4_flushes_queued_back_to_back_share_one_commit() {
+    let db = Db::new();
+    let store = &db.store;
+    let sessions = ["a", "b", "c", "d", "e"];
+    for id in sessions {
+        seeded(store, id, 0).await;
+    }
+    let before = store.commits();
+    // Hold the write lock so that everything below is queued before the writer begins.
+    let raw = db.raw();
+    raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let mut tickets = Vec::new();
+    for id in sessions {
+        let appended = store.append(&sid(id), 0, numbered(0, 2, id));
+        let inbox = store.kv_cas_lingering("inbox", id, None, Some(b"v".to_vec()));
+        tickets.push((appended, inbox, store.flush()));
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    raw.execute_batch("COMMIT").unwrap();
+    for (appended, inbox, flushed) in tickets {
+        assert_eq!(flushed.await, Ok(()));
+        assert_eq!(appended.await, Ok(2));
+        assert_eq!(inbox.await, Ok(Some(1)));
+    }
+    assert_eq!(
+        store.commits() - before,
+        1,
+        "one commit for the five flushes"
+    );
+    for id in sessions {
+        assert_eq!(
+            store.read(&sid(id), ReadRange::all()).await.unwrap().len(),
+            2
+        );
+    }
+}
+
+/// A flush's group takes at most `FLUSH_FOLLOW_OPS` operations queued behind it, so its
+/// caller waits for a bounded amount of others' work: a database error a few writes
+/// past the bound rolls back only the writes of the next group, never the flush's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_4_a_flush_takes_a_bounded_number_of_writes_behind_it() {
+    let db = Db::new();
+    let store = &db.store;
+    with_orphan_event(&db);
+    let bound = SqliteStore::FLUSH_FOLLOW_OPS;
+    let raw = db.raw();
+    raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let first = store.kv_cas("d", "first", None, Some(b"v".to_vec()));
+    let flushed = store.flush();
+    let put = |n: usize| store.kv_cas("d", &format!("k{n}"), None, Some(b"v".to_vec()));
+    let taken: Vec<_> = (0..bound).map(put).collect();
+    let next_group: Vec<_> = (bound..bound + 4).map(put).collect();
+    let breaking = breaking_creation(store);
+    let after = put(bound + 4);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    raw.execute_batch("COMMIT").unwrap();
+    assert_eq!(first.await, Ok(Some(1)));
+    assert_eq!(flushed.await, Ok(()));
+    for ticket in taken {
+        assert_eq!(ticket.await, Ok(Some(1)), "taken into the flush's group");
+    }
+    for ticket in next_group {
+        let result = ticket.await;
+        assert!(
+            matches!(&result, Err(StoreError::Backend { operation: "kv_cas", message }) if message.contains("rolled back")),
+            "past the bound, in the group the breaking write fails: {result:?}"
+        );
+    }
+    assert!(breaking.await.is_err());
+    assert_eq!(
+        after.await,
+        Ok(Some(1)),
+        "queued after the failure: a group of its own"
+    );
+}
+
 /// A burst's rows are written while its group is still open (a full statement's worth
 /// at a time); a database error in a later statement still rolls back the whole group,
 /// rows already inserted included.
