@@ -187,6 +187,52 @@ async fn gw_6_an_answer_that_cannot_be_stored_is_500_not_a_hang() {
     assert_eq!(rig.fake.requests().len(), 1);
 }
 
+/// A streamed turn whose answer cannot be stored once its text has begun to stream (the
+/// disk fails as the reply is logged, which fences the session, so no `turn/end` is ever
+/// logged): the 200 stream the client already reads ends with the fence's error frame,
+/// then `data: [DONE]`, instead of leaving the client waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_a_streamed_answer_that_cannot_be_stored_ends_with_the_fence_then_done() {
+    let (rig, store) = failing_rig().await;
+    store.fail(
+        ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
+    );
+    rig.fake.push(Reply::text("Hello"));
+    let body = json!({"model": "fake/model", "stream": true,
+                      "messages": conversation("be brief", "hi")});
+    let response = answered(chat(&rig, &body)).await;
+    assert_eq!(response.status().as_u16(), 200);
+    let session = session_of(&response);
+    let text = tokio::time::timeout(std::time::Duration::from_secs(10), response.text())
+        .await
+        .expect("the stream never ended")
+        .unwrap();
+    let frames = data_lines(&text);
+    let n = frames.len();
+    assert_eq!(frames[n - 1], "[DONE]", "{text}");
+    assert_eq!(
+        frames[n - 2],
+        json!({"error": {
+            "message": format!("session {session} is fenced after a store error: store append failed: disk full"),
+            "type": "api_error",
+            "code": "SESSION_FENCED"}})
+        .to_string(),
+    );
+    let streamed: String = frames[..n - 2]
+        .iter()
+        .map(|frame| {
+            let chunk: Value = serde_json::from_str(frame).unwrap();
+            assert_eq!(chunk["choices"][0]["finish_reason"], Value::Null, "{frame}");
+            chunk["choices"][0]["delta"]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(streamed, "Hello", "what streamed before the fence: {text}");
+    assert_eq!(rig.fake.requests().len(), 1);
+}
+
 /// A new conversation whose session cannot be stored (its creation is queued and
 /// commits with the turn's opening, before any hook runs) is answered 500 naming the
 /// store, nothing reaches the upstream and no session is listed; once the store works
