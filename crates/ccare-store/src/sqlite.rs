@@ -26,7 +26,9 @@
 //! [`SqliteStore::FLUSH_FOLLOW_OPS`] more) goes in too, since in a burst that is
 //! other sessions' writes and flushes, each of which would otherwise wait for a
 //! commit of its own (an fsync each on a disk); the flush's caller waits only for
-//! their application. Then it commits and resolves the group's tickets in queue order.
+//! their application (and, as within any group, a database error in one of them fails
+//! the whole group, the flush included). Then it commits and resolves the group's
+//! tickets in queue order.
 //!
 //! When the queue runs empty right after an *append* (or a KV write queued with
 //! [`Store::kv_cas_lingering`], which its caller follows the same way), the writer
