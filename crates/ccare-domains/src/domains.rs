@@ -941,10 +941,12 @@ impl Table {
     /// no write to it is queued or in flight (memory then knows better than the store),
     /// and returns what memory holds for the key after it.
     pub async fn load(&self, key: &str) -> Result<Option<Arc<Value>>, DomainError> {
+        let reading = Reading::begin(&self.domain.inner);
         let stored = self.stored_entry(key).await?;
         if let Some(entry) = stored {
-            self.adopt(vec![(key.to_owned(), entry)]);
+            self.adopt(vec![(key.to_owned(), entry)], &reading);
         }
+        drop(reading);
         Ok(self.get(key))
     }
 
@@ -955,8 +957,10 @@ impl Table {
         &self,
         prefix: &str,
     ) -> Result<Vec<(String, Arc<Value>)>, DomainError> {
+        let reading = Reading::begin(&self.domain.inner);
         let stored = self.stored_entries(prefix).await?;
-        self.adopt(stored);
+        self.adopt(stored, &reading);
+        drop(reading);
         Ok(self.entries(prefix))
     }
 
@@ -1114,10 +1118,12 @@ impl Table {
         }
     }
 
-    /// Puts stored rows (by key) into memory where it holds none and no write to the
-    /// row is queued or in flight. A row that is not JSON is left out (a read of it
-    /// through [`Table::stored`] says why).
-    fn adopt(&self, stored: Vec<(String, KvEntry)>) {
+    /// Puts stored rows (by key) into memory where it holds none, no write to the row
+    /// is queued or in flight, and none was applied since `reading` began (what the
+    /// store answered may be older than what memory saw since: a row deleted while the
+    /// read was on its way back must not come back). A row that is not JSON is left out
+    /// (a read of it through [`Table::stored`] says why).
+    fn adopt(&self, stored: Vec<(String, KvEntry)>, reading: &Reading<'_>) {
         let inner = &self.domain.inner;
         let decoded: Vec<(String, String, Row)> = stored
             .into_iter()
@@ -1137,7 +1143,9 @@ impl Table {
         let state = inner.state.lock();
         let mut rows = inner.rows.write();
         for (key, row, stored) in decoded {
-            if !state.writing(&self.partition.queue(&key), &row) {
+            if !state.writing(&self.partition.queue(&key), &row)
+                && !state.written_since(&row, reading.since)
+            {
                 rows.entry(row).or_insert(stored);
             }
         }
@@ -1450,6 +1458,24 @@ impl WriteState {
             queue.flying.contains(row) || queue.ops.iter().any(|op| op.row == row)
         })
     }
+
+    /// Whether a write to `row` was applied after generation `since` (while a load
+    /// that began then was reading the store).
+    fn written_since(&self, row: &str, since: u64) -> bool {
+        self.written_while_loading
+            .get(row)
+            .is_some_and(|&applied| applied > since)
+    }
+
+    /// Counts a write to `row` about to be applied, marking the row for the loads
+    /// reading the store meanwhile.
+    fn applying(&mut self, row: &str) {
+        self.generation += 1;
+        if self.loads > 0 {
+            self.written_while_loading
+                .insert(row.to_owned(), self.generation);
+        }
+    }
 }
 
 #[derive(Default)]
@@ -1460,6 +1486,42 @@ struct WriteState {
     next_op: u64,
     /// Failed writes no ticket or flush has reported, oldest first.
     unreported: Vec<Unreported>,
+    /// Writes applied to memory so far.
+    generation: u64,
+    /// Loads reading the store now ([`Reading`]).
+    loads: usize,
+    /// The rows written while loads were reading the store, with the generation of
+    /// their last write; emptied whenever no load is reading.
+    written_while_loading: HashMap<String, u64>,
+}
+
+/// A load reading the store: from its beginning, every write applied is marked so that
+/// the load does not put back what it read of the row ([`WriteState::written_since`]).
+struct Reading<'a> {
+    inner: &'a DomainInner,
+    /// The generation when it began.
+    since: u64,
+}
+
+impl<'a> Reading<'a> {
+    fn begin(inner: &'a DomainInner) -> Self {
+        let mut state = inner.state.lock();
+        state.loads += 1;
+        Self {
+            inner,
+            since: state.generation,
+        }
+    }
+}
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        let mut state = self.inner.state.lock();
+        state.loads -= 1;
+        if state.loads == 0 {
+            state.written_while_loading.clear();
+        }
+    }
 }
 
 struct Queue {
@@ -1778,6 +1840,10 @@ impl DomainInner {
 
     /// Makes a durable write visible, then tells subscribers.
     fn apply(&self, record: &RecordId, row: &str, version: Option<u64>, value: Option<Arc<Value>>) {
+        // Marked before memory changes: a load's adopt (which holds the state lock while
+        // it puts rows in) either sees the mark or comes before this write replaces
+        // what it put.
+        self.state.lock().applying(row);
         {
             let mut rows = self.rows.write();
             match (version, value) {

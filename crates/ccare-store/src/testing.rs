@@ -10,7 +10,9 @@
 //! ([`FailingStore::hold_creations`]): the write is applied, its ticket resolves only
 //! once released, as a write that is not durable yet. As in a real store,
 //! which makes operations durable in call order, a write or a flush made after a held KV
-//! write is held with it.
+//! write is held with it. KV reads can be held too ([`FailingStore::hold_kv_reads`]):
+//! they read at once and answer once released, as a read the store is slow to answer
+//! while writes go on.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -133,6 +135,10 @@ pub struct FailingStore<S = MemoryStore> {
     creations_held: AtomicBool,
     /// Notified at every `kv_cas` call, before it is applied or refused.
     kv_writes: Notify,
+    /// `true` while KV read answers are held back ([`FailingStore::hold_kv_reads`]).
+    reads_held: watch::Sender<bool>,
+    /// Notified once a held KV read has read the inner store.
+    kv_reads: Notify,
     /// How many times `flush` was called.
     flushes: AtomicU64,
     /// How many KV writes came through `kv_cas_lingering`.
@@ -156,6 +162,8 @@ impl<S: Store> FailingStore<S> {
             backlog: AtomicBool::new(false),
             creations_held: AtomicBool::new(false),
             kv_writes: Notify::new(),
+            reads_held: watch::Sender::new(false),
+            kv_reads: Notify::new(),
             flushes: AtomicU64::new(0),
             lingering: AtomicU64::new(0),
         }
@@ -285,6 +293,40 @@ impl<S: Store> FailingStore<S> {
         })
     }
 
+    /// From now on, KV reads (`kv_get`, `kv_scan`) read the inner store at once but
+    /// answer only after [`FailingStore::release_kv_reads`]: what the layers above see
+    /// when writes land while one of their reads is on its way back.
+    pub fn hold_kv_reads(&self) {
+        self.reads_held.send_replace(true);
+    }
+
+    /// Lets every held KV read (and every later one) answer.
+    pub fn release_kv_reads(&self) {
+        self.reads_held.send_replace(false);
+    }
+
+    /// Resolves once a held KV read has read the inner store (or at once if one did
+    /// since the last wait): what it answers is fixed from then on.
+    pub fn kv_read_made(&self) -> Notified<'_> {
+        self.kv_reads.notified()
+    }
+
+    /// `read`, answering only once reads are released when they are held: it reads
+    /// the inner store at its first poll, then waits.
+    fn held_read<'a, T: Send + 'a>(&'a self, read: StoreFuture<'a, T>) -> StoreFuture<'a, T> {
+        if !*self.reads_held.borrow() {
+            return read;
+        }
+        let mut held = self.reads_held.subscribe();
+        Box::pin(async move {
+            let answer = read.await;
+            self.kv_reads.notify_one();
+            // A closed channel (the store is gone) releases the read too.
+            let _ = held.wait_for(|held| !*held).await;
+            answer
+        })
+    }
+
     /// Resolves at the next `kv_cas` call (or at once if one came since the last wait):
     /// a test waits here until the code under test has issued its write.
     pub fn kv_write_called(&self) -> Notified<'_> {
@@ -407,7 +449,7 @@ impl<S: Store> Store for FailingStore<S> {
         if let Some(error) = self.injected(Operation::KvRead, "kv_get", &[domain]) {
             return failed(error);
         }
-        self.inner.kv_get(domain, key)
+        self.held_read(self.inner.kv_get(domain, key))
     }
 
     fn kv_scan(
@@ -419,7 +461,7 @@ impl<S: Store> Store for FailingStore<S> {
         if let Some(error) = self.injected(Operation::KvRead, "kv_scan", &[domain]) {
             return failed(error);
         }
-        self.inner.kv_scan(domain, prefix, page)
+        self.held_read(self.inner.kv_scan(domain, prefix, page))
     }
 
     fn lease_acquire(&self, claim: LeaseClaim) -> Ticket<Lease> {

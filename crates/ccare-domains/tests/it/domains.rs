@@ -1228,6 +1228,94 @@ async fn h_dom_3_evicted_rows_leave_memory_until_loaded_and_rows_being_written_s
     assert_eq!(value(&table, "s1/d"), Some(json!({"n": 5})));
 }
 
+/// Runs `load` (a load of `table`) with the store's reads held; returns once its read
+/// has read the store, so what it will answer is fixed while the test writes.
+async fn loading_with_read_held<T, F>(
+    store: &FailingStore,
+    table: &ccare_domains::domains::Table,
+    load: impl FnOnce(ccare_domains::domains::Table) -> F,
+) -> tokio::task::JoinHandle<T>
+where
+    T: Send + 'static,
+    F: Future<Output = T> + Send + 'static,
+{
+    store.hold_kv_reads();
+    let read = store.kv_read_made();
+    let loading = tokio::spawn(load(table.clone()));
+    read.await;
+    loading
+}
+
+/// Waits for `ticket`, then lets the write's queue finish with it (nothing of it is
+/// queued or in flight any more).
+async fn settled(ticket: ccare_domains::domains::WriteTicket) {
+    ticket.await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+/// A load whose store read is still on its way back while the row is deleted (the
+/// delete settled, nothing of it queued or in flight any more) does not bring the
+/// deleted row back into memory: memory, which saw the delete, knows better than the
+/// read. Likewise for a prefix load. A load that began after a write puts the row in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_dom_3_a_load_racing_a_write_does_not_bring_back_what_it_read() {
+    let store = Arc::new(FailingStore::default());
+    let domains = Domains::new(Arc::clone(&store) as Arc<dyn Store>);
+    let domain = domains.open(notes_spec(1), "p").await.unwrap();
+    let table = domain.table("by_session").unwrap();
+    for key in ["s1/a", "s1/b"] {
+        table.put(key, json!({"n": 1})).unwrap();
+    }
+    domain.flush(None).await.unwrap();
+
+    let loading =
+        loading_with_read_held(
+            &store,
+            &table,
+            |table| async move { table.load("s1/a").await },
+        )
+        .await;
+    settled(table.delete("s1/a").unwrap()).await;
+    store.release_kv_reads();
+    assert_eq!(loading.await.unwrap().unwrap(), None);
+    assert_eq!(value(&table, "s1/a"), None, "the deleted row came back");
+    assert_eq!(
+        stored(store.inner(), "notes", "by_session/s1/a").await,
+        None
+    );
+
+    let loading = loading_with_read_held(&store, &table, |table| async move {
+        table.load_prefix("s1/").await
+    })
+    .await;
+    settled(table.delete("s1/b").unwrap()).await;
+    store.release_kv_reads();
+    assert_eq!(loading.await.unwrap().unwrap(), Vec::new());
+    assert_eq!(value(&table, "s1/b"), None, "the deleted row came back");
+
+    // A load that began after a write was applied puts the row in, even while another
+    // load, older than the write, is still reading.
+    let older = loading_with_read_held(&store, &table, |table| async move {
+        table.load_prefix("s3/").await
+    })
+    .await;
+    settled(table.put("s2/b", json!({"n": 2})).unwrap()).await;
+    assert!(table.evict("s2/b"));
+    let newer = loading_with_read_held(
+        &store,
+        &table,
+        |table| async move { table.load("s2/b").await },
+    )
+    .await;
+    store.release_kv_reads();
+    assert_eq!(older.await.unwrap().unwrap(), Vec::new());
+    assert_eq!(
+        newer.await.unwrap().unwrap().as_deref(),
+        Some(&json!({"n": 2}))
+    );
+    assert_eq!(value(&table, "s2/b"), Some(json!({"n": 2})));
+}
+
 #[tokio::test]
 async fn h_dom_1_an_on_demand_table_is_not_loaded_at_open_and_reads_the_store_by_page() {
     let store = memory();
