@@ -1182,7 +1182,9 @@ impl Table {
         )
     }
 
-    /// Queues deleting `key` (nothing to do when it is absent by then).
+    /// Queues deleting `key` (nothing to do when it is absent by then). Absent means
+    /// absent from memory: deleting a row [`Table::evict`] dropped writes nothing, so
+    /// [`Table::load`] it first.
     pub fn delete(&self, key: &str) -> Result<WriteTicket, DomainError> {
         let record = self.record(key);
         let row = checked_row(&self.domain.inner.name, &self.name, key)?;
