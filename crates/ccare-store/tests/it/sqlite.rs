@@ -781,6 +781,33 @@ async fn h_store_4_a_lingering_kv_write_commits_with_what_follows_it() {
     panic!("the lingering write committed before the write that followed it: {joined:?}");
 }
 
+/// Checks that a group holding a write its caller awaits does not linger for the write
+/// queued right behind it. Each attempt queues the awaited write and the other one back
+/// to back (`queue`), then, 2 ms later (well within a linger), a write that fails its
+/// whole group. When the group committed at once, both succeed, and the check passes. A
+/// lingering group takes the failing write in and fails with it. An attempt also fails
+/// when the machine stalls (the two writes land in different groups, or the writer has
+/// not committed within 2 ms), so up to 10 are tried: a lingering group fails them all.
+async fn assert_no_linger_behind_an_awaited_write<A, L>(
+    store: &SqliteStore,
+    mut queue: impl AsyncFnMut(u64) -> (ccare_store::Ticket<A>, ccare_store::Ticket<L>),
+) where
+    A: std::fmt::Debug,
+    L: std::fmt::Debug,
+{
+    let mut failed = Vec::new();
+    for attempt in 0..10 {
+        let (awaited, other) = queue(attempt).await;
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        let _ = breaking_creation(store).await;
+        match (awaited.await, other.await) {
+            (Ok(_), Ok(_)) => return,
+            outcome => failed.push(format!("{outcome:?}")),
+        }
+    }
+    panic!("the awaited write waited in a lingering group: {failed:?}");
+}
+
 /// A lingering KV write does not hold open a group that already holds a write its
 /// caller awaits (that caller may be what the flush the linger waits for is waiting
 /// on): the group commits the moment the queue is empty, so a write that fails a
@@ -790,24 +817,13 @@ async fn h_store_4_a_lingering_kv_write_does_not_hold_an_awaited_write() {
     let db = Db::new();
     let store = &db.store;
     with_orphan_event(&db);
-    let mut results = Vec::new();
-    for attempt in 0..3 {
-        // Queued back to back, so they nearly always share a group (when they do not,
-        // the lingering one holds its own group open and fails with the breaking write:
-        // that attempt proves nothing, and the next one is tried).
-        let awaited = store.kv_cas("d", &format!("a{attempt}"), None, Some(b"v".to_vec()));
-        let lingering =
-            store.kv_cas_lingering("d", &format!("l{attempt}"), None, Some(b"v".to_vec()));
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        let breaking = breaking_creation(store);
-        let _ = breaking.await;
-        let (awaited, lingering) = (awaited.await, lingering.await);
-        if awaited == Ok(Some(1)) && lingering == Ok(Some(1)) {
-            return;
-        }
-        results.push((awaited, lingering));
-    }
-    panic!("the awaited write waited in a lingering group: {results:?}");
+    assert_no_linger_behind_an_awaited_write(store, async |attempt| {
+        (
+            store.kv_cas("d", &format!("a{attempt}"), None, Some(b"v".to_vec())),
+            store.kv_cas_lingering("d", &format!("l{attempt}"), None, Some(b"v".to_vec())),
+        )
+    })
+    .await;
 }
 
 /// An append nobody awaits does not hold open a group that already holds a write its
@@ -819,24 +835,14 @@ async fn h_store_4_an_append_does_not_hold_an_awaited_write() {
     let store = &db.store;
     seeded(store, "s", 0).await;
     with_orphan_event(&db);
-    let mut results = Vec::new();
-    for attempt in 0..3u64 {
-        // Queued back to back, so they nearly always share a group (when they do not,
-        // the append holds its own group open and fails with the breaking write: that
-        // attempt proves nothing, and the next one is tried).
-        let awaited = store.kv_cas("d", &format!("a{attempt}"), None, Some(b"v".to_vec()));
+    assert_no_linger_behind_an_awaited_write(store, async |attempt| {
         let head = store.session(&sid("s")).await.unwrap().unwrap().head;
-        let appended = store.append(&sid("s"), head, numbered(head, 1, "s"));
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        let breaking = breaking_creation(store);
-        let _ = breaking.await;
-        let (awaited, appended) = (awaited.await, appended.await);
-        if awaited == Ok(Some(1)) && appended == Ok(head + 1) {
-            return;
-        }
-        results.push((awaited, appended));
-    }
-    panic!("the awaited write waited in a lingering group: {results:?}");
+        (
+            store.kv_cas("d", &format!("a{attempt}"), None, Some(b"v".to_vec())),
+            store.append(&sid("s"), head, numbered(head, 1, "s")),
+        )
+    })
+    .await;
 }
 
 /// Writes and flushes queued back to back by several sessions (a burst of new
