@@ -271,10 +271,9 @@ impl Pump {
             // Durable before sent (ACT-4), by the kernel's own flush when it comes
             // soon (it flushes before each request and at each turn's end): a flush of
             // the pump's would split the store's group. A failed flush fences the
-            // session; the events stay unsent and the stream waits (nothing more
-            // commits).
+            // session: the events stay unsent (nothing more commits).
             if self.session.flush_within(FLUSH_GRACE).await.is_err() {
-                return Ok(());
+                return self.send_after_fence();
             }
             let events = self.session.with_log(|log| {
                 let start = usize::try_from(self.next_seq).unwrap_or(usize::MAX);
@@ -290,6 +289,28 @@ impl Pump {
             }
         }
         self.send_deltas_before(self.next_seq)
+    }
+
+    /// Once the session is fenced (H-STORE-6), the events from `next_seq` on will
+    /// never be durable, so neither they nor the chunks after them are sent. The
+    /// transient items that follow them (the agent going idle as the fenced turn
+    /// stops) are sent after the last event that is, so a subscriber following the
+    /// turn to its end is not left waiting for a `turn/end` that never commits.
+    fn send_after_fence(&mut self) -> Result<(), Stop> {
+        self.send_deltas_before(self.next_seq)?;
+        self.deltas.clear();
+        let last_durable = self.next_seq.saturating_sub(1);
+        while let Some(signal) = self.pending_signals.pop_front() {
+            let after_seq = signal.after_seq.min(last_durable);
+            self.send(
+                Signal {
+                    after_seq,
+                    kind: signal.kind,
+                }
+                .item(),
+            )?;
+        }
+        Ok(())
     }
 
     /// Keeps a chunk until its event is sent, tagged with the seq it follows.

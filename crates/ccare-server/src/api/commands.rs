@@ -21,7 +21,7 @@ use ccare_llm::ToolSpec;
 use serde::Deserialize;
 
 use crate::ServerContext;
-use crate::api::errors::{self, INVALID_MODE, INVALID_TOOLS};
+use crate::api::errors::{self, INVALID_MODE, INVALID_TOOLS, SESSION_FENCED};
 use crate::api::sessions::session_model;
 use crate::api::types::{
     Accepted, CancelBody, MessageBody, MessageMode, ToolDeclaration, ToolResultItem,
@@ -77,14 +77,26 @@ pub(super) fn routes(context: &ServerContext) -> Result<Vec<RouteSpec>, RouteErr
     ])
 }
 
-/// The running actor of the request's session, started from the store if needed.
+/// The running actor of the request's session, started from the store if needed. An
+/// actor whose session a store error fenced (H-STORE-6) takes no command: it is 409
+/// `SESSION_FENCED` naming the error, not a 202 for a command nothing can log.
 async fn actor(context: &ServerContext, request: &RouteRequest) -> Result<AgentHandle, RouteReply> {
     let id = request.param("id").and_then(errors::session_id)?;
-    context
+    let handle = context
         .agents
         .get_or_start(&id, WhenBusy::Fail)
         .await
-        .map_err(|error| errors::app_error(&error))
+        .map_err(|error| errors::app_error(&error))?;
+    match handle.session().fence() {
+        None => Ok(handle),
+        Some(error) => Err(RouteReply::error(
+            409,
+            SESSION_FENCED,
+            format!(
+                "session {id} is fenced after a store error: {error}; it takes no more commands until the server opens it again"
+            ),
+        )),
+    }
 }
 
 /// Sends `command` and answers 202 with the seq it follows.

@@ -226,9 +226,10 @@ async fn detail(context: &ServerContext, request: &RouteRequest) -> RouteReply {
         Err(reply) => return reply,
     };
     let sessions = context.booted.host.sessions();
-    let (summary, state, open_calls, active) = match context.agents.running(&id).await {
+    let (summary, state, open_calls, active, fence) = match context.agents.running(&id).await {
         Some(handle) => {
             let session = handle.session();
+            let fence = session.fence().map(|error| error.to_string());
             let open_calls = session.with_log(|log| log.state().awaiting_calls());
             let state = if !open_calls.is_empty() {
                 LiveState::AwaitingTools
@@ -238,7 +239,7 @@ async fn detail(context: &ServerContext, request: &RouteRequest) -> RouteReply {
                 LiveState::Idle
             };
             let summary = summary_of(session.header(), session.head());
-            (summary, state, open_calls, true)
+            (summary, state, open_calls, true, fence)
         }
         None => {
             let loaded = match sessions.load(&id).await {
@@ -254,7 +255,7 @@ async fn detail(context: &ServerContext, request: &RouteRequest) -> RouteReply {
                 LiveState::Idle
             };
             let summary = summary_of(&loaded.header, loaded.log.head());
-            (summary, state, open_calls, false)
+            (summary, state, open_calls, false, None)
         }
     };
     let held_by = if active {
@@ -269,6 +270,7 @@ async fn detail(context: &ServerContext, request: &RouteRequest) -> RouteReply {
         open_calls,
         active,
         held_by,
+        fence,
     };
     RouteReply::json(200, &detail)
 }

@@ -134,6 +134,11 @@ pub struct SessionDetail {
     /// `SESSION_BUSY`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held_by: Option<LeaseHolderInfo>,
+    /// The store error that fenced its actor here (H-STORE-6: nothing more is
+    /// appended until the session is opened again, which repairs it); absent while
+    /// it is writable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<String>,
 }
 
 /// `POST /api/sessions/{id}/fork`.

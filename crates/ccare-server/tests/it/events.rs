@@ -262,6 +262,61 @@ async fn api_3_a_turn_driven_over_http_streams_exactly_the_export() {
     assert_eq!(idle.event, "idle");
 }
 
+/// A turn whose reply the store refuses (the session is fenced, so no `turn/end` is
+/// logged) still ends its event stream's turn with `idle`: a follower waiting for the
+/// turn's end is not left waiting. The session's detail names the fence, and a new
+/// prompt is refused naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_3_a_turn_a_store_error_fenced_ends_with_idle_and_the_detail_names_the_fence() {
+    let rig = Rig::start_with(crate::rig::RigOptions {
+        failing: true,
+        ..crate::rig::RigOptions::default()
+    })
+    .await;
+    let store = rig.failing.clone().expect("the rig serves a failing store");
+    rig.fake.push(Reply::text("Hello"));
+    let id = create_session(&rig).await;
+    let mut sse = Sse::open(&rig, &format!("/api/sessions/{id}/events"), None).await;
+    store.fail(
+        ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
+    );
+    prompt(&rig, &id, "hi").await;
+    let frames = sse.until_idle().await;
+    let kinds: Vec<&str> = frames
+        .iter()
+        .filter(|frame| frame.is_event())
+        .map(|frame| frame.event.as_str())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"turn/start"), "{kinds:?}");
+    assert!(!kinds.contains(&"turn/end"), "{kinds:?}");
+    assert!(!kinds.contains(&"assistant/message"), "{kinds:?}");
+    assert_eq!(frames.last().unwrap().event, "idle");
+
+    let detail: Value = rig.get_json(&format!("/api/sessions/{id}")).await;
+    assert_eq!(detail["state"], "idle", "{detail}");
+    assert_eq!(
+        detail["fence"], "store append failed: disk full",
+        "{detail}"
+    );
+    store.heal();
+    let response = rig
+        .post_json(
+            &format!("/api/sessions/{id}/messages"),
+            &json!({"text": "again", "mode": "prompt"}),
+        )
+        .await;
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"], "SESSION_FENCED", "{body}");
+    assert_eq!(
+        body["message"],
+        format!(
+            "session {id} is fenced after a store error: store append failed: disk full; it takes no more commands until the server opens it again"
+        )
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_3_reconnecting_mid_turn_with_last_event_id_loses_and_repeats_nothing() {
     let rig = Rig::start().await;
