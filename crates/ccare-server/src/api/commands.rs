@@ -18,10 +18,11 @@ use ccare_agent::routes::{Method, RouteDoc, RouteError, RouteReply, RouteRequest
 use ccare_agent::{CallerResult, Command, ExternalToolsError};
 use ccare_app::{AgentHandle, WhenBusy};
 use ccare_llm::ToolSpec;
+use ccare_session::AppendError;
 use serde::Deserialize;
 
 use crate::ServerContext;
-use crate::api::errors::{self, INVALID_MODE, INVALID_TOOLS, SESSION_FENCED};
+use crate::api::errors::{self, INVALID_MODE, INVALID_TOOLS};
 use crate::api::sessions::session_model;
 use crate::api::types::{
     Accepted, CancelBody, MessageBody, MessageMode, ToolDeclaration, ToolResultItem,
@@ -87,16 +88,16 @@ async fn actor(context: &ServerContext, request: &RouteRequest) -> Result<AgentH
         .get_or_start(&id, WhenBusy::Fail)
         .await
         .map_err(|error| errors::app_error(&error))?;
-    match handle.session().fence() {
-        None => Ok(handle),
-        Some(error) => Err(RouteReply::error(
-            409,
-            SESSION_FENCED,
-            format!(
-                "session {id} is fenced after a store error: {error}; it takes no more commands until the server opens it again"
-            ),
-        )),
-    }
+    let Some(cause) = handle.session().fence() else {
+        return Ok(handle);
+    };
+    // What an append to it fails with, named as the session names it.
+    let fenced = AppendError::Fenced { session: id, cause };
+    Err(RouteReply::error(
+        409,
+        fenced.code(),
+        format!("{fenced}; it takes no more commands until the server opens it again"),
+    ))
 }
 
 /// Sends `command` and answers 202 with the seq it follows.

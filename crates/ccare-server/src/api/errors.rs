@@ -23,8 +23,6 @@ pub const UNKNOWN_MODEL: &str = "UNKNOWN_MODEL";
 pub const INVALID_MODE: &str = "INVALID_MODE";
 /// The code of a message whose `tools` declare a tool no model can be offered.
 pub const INVALID_TOOLS: &str = "INVALID_TOOLS";
-/// A command to a session whose actor a store error fenced (H-STORE-6), 409.
-pub const SESSION_FENCED: &str = "SESSION_FENCED";
 /// The code of a context request on a profile that does not mount context care.
 pub const CONTEXT_CARE_OFF: &str = "CONTEXT_CARE_OFF";
 
