@@ -315,7 +315,7 @@ impl Session {
             }
             if (seq + 1).is_multiple_of(CHECKPOINT_EVERY) {
                 let shared = &mut *shared;
-                checkpoint_slots(inner, &shared.log, &mut shared.slots);
+                checkpoint_slots(inner, shared.log.events(), &mut shared.slots);
             }
             event
         };
@@ -536,12 +536,23 @@ impl Session {
     }
 
     /// Writes a checkpoint of every projection in use (best-effort) and waits for it.
+    ///
+    /// Only durable events are checkpointed: the events appended so far are flushed
+    /// first, and a fenced session (whose memory may hold an event the store refused,
+    /// whose seq a reopened session gives to another event) checkpoints nothing and
+    /// returns its fence (H-STORE-6). A projection folded past those events (by an
+    /// append made meanwhile) keeps its older checkpoint.
     pub async fn checkpoint_projections(&self) -> Result<(), StoreError> {
+        let durable = self.head();
+        self.flush().await?;
         {
             let guard = self.inner.shared.lock();
             let mut shared = guard.borrow_mut();
             let shared = &mut *shared;
-            checkpoint_slots(&self.inner, &shared.log, &mut shared.slots);
+            let events = shared.log.events();
+            let durable =
+                usize::try_from(durable).map_or(events, |end| events.get(..end).unwrap_or(events));
+            checkpoint_slots(&self.inner, durable, &mut shared.slots);
         }
         self.flush().await
     }
@@ -565,10 +576,15 @@ fn checkpoint_key(session: &SessionId, projection: &str) -> String {
     format!("{session}/{projection}")
 }
 
-/// Folds every slot to the head and queues a checkpoint for the ones that moved.
-fn checkpoint_slots(inner: &Inner, log: &SessionLog, slots: &mut HashMap<String, Slot>) {
+/// Folds every slot through `events` (a prefix of the log) and queues a checkpoint
+/// for the ones that moved; a slot already folded past `events` is left as it is.
+fn checkpoint_slots(inner: &Inner, events: &[Arc<Event>], slots: &mut HashMap<String, Slot>) {
+    let end = events.len() as u64;
     for (key, slot) in slots.iter_mut() {
-        slot.catch_up(log.events());
+        if slot.next_seq > end {
+            continue;
+        }
+        slot.catch_up(events);
         if slot.checkpointed_seq == Some(slot.next_seq) {
             continue;
         }

@@ -261,3 +261,80 @@ async fn h_store_6_a_failed_queued_creation_fences_the_session() {
     store.heal();
     assert_eq!(store.inner().session(&id).await.unwrap(), None);
 }
+
+/// The texts of a session's user messages, folded (a projection checkpointed to the
+/// store like any other).
+struct UserTexts;
+
+impl Projection for UserTexts {
+    type State = Vec<String>;
+
+    fn key(&self) -> &str {
+        "test/user-texts"
+    }
+
+    fn version(&self) -> u32 {
+        1
+    }
+
+    fn init(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn apply(&self, state: &Vec<String>, event: &Event) -> Option<Vec<String>> {
+        let message = event.decode::<UserMessage>().ok()?;
+        let mut next = state.clone();
+        next.push(message.message.joined_text(""));
+        Some(next)
+    }
+}
+
+/// A fenced session's memory holds an event the store refused. Closing it must not
+/// checkpoint a projection folded over that event: the reopened session appends other
+/// events at its seq (the repair), and a checkpoint that far ahead would be restored
+/// with the refused event in it and the repair missing (H-PROJ-3, H-STORE-6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_6_closing_a_fenced_session_checkpoints_nothing_the_store_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = failing_store(&dir);
+    let registry = Registry::with_host_defaults();
+    registry.register_projection(erase(UserTexts)).unwrap();
+    let sessions = Sessions::new(
+        Arc::clone(&store) as Arc<dyn Store>,
+        Arc::new(ManualClock::new(1_000)),
+        Arc::new(registry),
+        SessionsConfig::default(),
+    );
+    let session = sessions.create(None, JsonObject::new()).await.unwrap();
+    let id = session.id().clone();
+    session
+        .append(EventDraft::typed(&TurnStart { turn: 1 }).unwrap())
+        .unwrap();
+    session.append(user("kept")).unwrap();
+    session.flush().await.unwrap();
+    // Only appends fail (a lost append conflict does the same): the store still takes
+    // the close's checkpoint write.
+    unplug(&store);
+    session.append(user("lost")).unwrap();
+    session.flush().await.unwrap_err();
+    // Memory still holds the refused event, and a projection folds it.
+    let folded = session
+        .state_of::<UserTexts>("test/user-texts")
+        .await
+        .unwrap();
+    assert_eq!(*folded, ["kept", "lost"]);
+    // Closing reports the fence's error.
+    assert_eq!(
+        sessions.close(&id).await.unwrap_err().to_string(),
+        "store append failed: disk unplugged"
+    );
+    store.heal();
+    let reopened = sessions.open(&id).await.unwrap();
+    reopened.append(user("after")).unwrap();
+    reopened.flush().await.unwrap();
+    let texts = reopened
+        .state_of::<UserTexts>("test/user-texts")
+        .await
+        .unwrap();
+    assert_eq!(*texts, ["kept", "after"]);
+}
