@@ -155,6 +155,8 @@ pub(crate) struct Inner {
     /// not a 200-byte chunk; the ring (1,024 slots, about 40 KB) exists only while
     /// someone subscribes, not for every warm actor.
     pub(crate) live: OnDemandBroadcast<Arc<LiveChunk>>,
+    /// Set once by [`Agent::retire`]: every subscription's pump ends.
+    pub(crate) retired: watch::Sender<bool>,
 }
 
 impl Drop for Inner {
@@ -214,8 +216,23 @@ impl Agent {
                 idle,
                 signals,
                 live,
+                retired: watch::Sender::new(false),
             }),
         }
+    }
+
+    /// Retires this agent: a new agent drives its session from now on (the registry
+    /// reopened a fenced session, H-STORE-6). Every subscription of its ordered stream
+    /// ([`Agent::subscribe_from`]) sends what is durable and ends, so a follower
+    /// subscribes again, to the new agent, from its last event. Subscribing later ends
+    /// likewise. Retire only an idle agent, and send it no more commands.
+    pub fn retire(&self) {
+        self.inner.retired.send_replace(true);
+    }
+
+    /// Whether [`Agent::retire`] was called.
+    pub fn is_retired(&self) -> bool {
+        *self.inner.retired.borrow()
     }
 
     /// The session.

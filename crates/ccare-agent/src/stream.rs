@@ -173,7 +173,7 @@ impl Agent {
             sender,
             lagged: Arc::clone(&lagged),
         };
-        tokio::spawn(pump.run());
+        tokio::spawn(pump.run(self.inner.retired.subscribe()));
         EventStream { items, lagged }
     }
 }
@@ -203,7 +203,9 @@ struct Pump {
 }
 
 impl Pump {
-    async fn run(mut self) {
+    /// Pumps until the subscriber goes or lags, or the agent ends or `retired` turns
+    /// true ([`Agent::retire`]): then it sends what is durable and stops.
+    async fn run(mut self, mut retired: tokio::sync::watch::Receiver<bool>) {
         let mut agent_alive = true;
         loop {
             if self.cycle().await.is_err() {
@@ -237,6 +239,8 @@ impl Pump {
                     }
                     Err(RecvError::Closed) => agent_alive = false,
                 },
+                // An error is the agent gone, which ends the pump too.
+                _ = retired.wait_for(|retired| *retired) => agent_alive = false,
             }
         }
     }

@@ -15,6 +15,10 @@
 //! - the last holder hands its handle back with [`Agents::stop`] (the CLI, so a
 //!   second process waiting with `--wait` proceeds as soon as the command ends).
 //!
+//! A caller about to send a command asks [`Agents::get_or_reopen`]: an idle actor whose
+//! session a store error fenced (H-STORE-6) is replaced by one on the session reopened
+//! from the store, which repairs it; readers get the fenced actor as it is.
+//!
 //! A start waiting for a busy session blocks only later starts of the same session:
 //! each session has its own slot, dropped again when its actor stops.
 
@@ -85,7 +89,8 @@ impl ccare_agent::driver::SessionDriver for Driver {
                 ));
             };
             let agents = Agents { shared };
-            match agents.get_or_start(id, WhenBusy::Fail).await {
+            // The route appends to the session: a fenced one is reopened first.
+            match agents.get_or_reopen(id, WhenBusy::Fail).await {
                 Ok(handle) => Ok(DrivenSession {
                     session: handle.session().clone(),
                     guard: Box::new(handle),
@@ -201,15 +206,66 @@ impl Agents {
     /// taken first (a live holder elsewhere fails or is waited for, as `when_busy`
     /// says), then the session is opened and its inbox restored. An unknown session is
     /// [`AppError::Session`].
+    ///
+    /// A running actor whose session a store error fenced (H-STORE-6) is handed out as
+    /// it is, fence and all: for readers. A caller about to send a command asks
+    /// [`Agents::get_or_reopen`].
     pub async fn get_or_start(
         &self,
         id: &SessionId,
         when_busy: WhenBusy<'_>,
     ) -> Result<AgentHandle, AppError> {
+        self.get(id, when_busy, Fenced::Keep).await
+    }
+
+    /// [`Agents::get_or_start`] for a caller about to send a command: a running actor
+    /// whose session a store error fenced, and that runs no turn, is replaced first.
+    /// The session is reopened from the store, which repairs what the fence left open
+    /// (H-STORE-6: "reopening the session repairs it"). The new actor keeps the lease
+    /// and the options the fenced one ran with, and the fenced agent is retired
+    /// ([`Agent::retire`]): its followers' streams end, to resubscribe to the new one.
+    /// When the reopen fails (the store still fails) the fenced actor stays, so its
+    /// detail still names the fence, and the reopen's error is returned. A fenced actor
+    /// still finishing its turn is handed out as it is.
+    pub async fn get_or_reopen(
+        &self,
+        id: &SessionId,
+        when_busy: WhenBusy<'_>,
+    ) -> Result<AgentHandle, AppError> {
+        self.get(id, when_busy, Fenced::Reopen).await
+    }
+
+    async fn get(
+        &self,
+        id: &SessionId,
+        when_busy: WhenBusy<'_>,
+        fenced: Fenced,
+    ) -> Result<AgentHandle, AppError> {
         let slot = self.slot(id);
         let mut running = slot.lock().await;
-        if let Some(actor) = running.as_ref() {
-            return Ok(actor.handle(0));
+        if let Some(actor) = running.take() {
+            let reopen = matches!(fenced, Fenced::Reopen)
+                && actor.agent.session().fence().is_some()
+                && !actor.agent.is_busy();
+            if !reopen {
+                let handle = actor.handle(0);
+                *running = Some(actor);
+                return Ok(handle);
+            }
+            return match self.reopen(actor).await {
+                Ok((actor, handle)) => {
+                    *running = Some(actor);
+                    Ok(handle)
+                }
+                Err(Reopen::Kept(actor, error)) => {
+                    *running = Some(actor);
+                    Err(error)
+                }
+                Err(Reopen::Lost(error)) => {
+                    self.shared.forget(id, &slot);
+                    Err(error)
+                }
+            };
         }
         match self.start_stored(id, when_busy).await {
             Ok((actor, handle)) => {
@@ -240,7 +296,37 @@ impl Agents {
         .await?;
         // On an error the lease is dropped, which releases it.
         let session = self.shared.host.sessions().open(id).await?;
-        self.start(session, lease, Restore::Stored).await
+        self.start(session, lease, Restore::Stored, None).await
+    }
+
+    /// Replaces `fenced`, an idle actor whose session a store error fenced, with a new
+    /// actor on the session reopened from the store (repaired), under the same lease
+    /// and options. The fenced session is closed first, so observers forget what they
+    /// held for it (some of it about events the store refused). When the session
+    /// cannot be reopened the fenced actor is handed back; when the new actor cannot
+    /// start, the lease goes with it.
+    async fn reopen(&self, fenced: Actor) -> Result<(Actor, AgentHandle), Reopen> {
+        let host = &self.shared.host;
+        let id = fenced.agent.session().id().clone();
+        if let Err(error) = host.sessions().close(&id).await {
+            // The fence's own error, most likely: nothing of it was checkpointed.
+            tracing::debug!(session = %id, %error, "closing a fenced session");
+        }
+        host.controls().unload(&id);
+        let session = match host.sessions().open(&id).await {
+            Ok(session) => session,
+            Err(error) => {
+                tracing::warn!(session = %id, %error, "reopening a fenced session failed");
+                return Err(Reopen::Kept(fenced, error.into()));
+            }
+        };
+        let options = fenced.agent.options();
+        fenced.agent.retire();
+        let Actor { lease, .. } = fenced;
+        tracing::info!(session = %id, head = session.head(), "reopened a fenced session");
+        self.start(session, lease, Restore::Stored, Some(options))
+            .await
+            .map_err(Reopen::Lost)
     }
 
     /// Creates a new session with `meta` and starts its actor (nobody knows the new
@@ -303,7 +389,7 @@ impl Agents {
     ) -> Result<AgentHandle, AppError> {
         let slot = self.slot(session.id());
         let mut running = slot.lock().await;
-        let (actor, handle) = self.start(session, lease, Restore::New).await?;
+        let (actor, handle) = self.start(session, lease, Restore::New, None).await?;
         *running = Some(actor);
         Ok(handle)
     }
@@ -398,6 +484,22 @@ impl Agents {
         }
     }
 
+    /// The registry's agent options, adjusted for a session with `header`
+    /// ([`Agents::set_start_options`]).
+    fn start_options(&self, header: &SessionHeader) -> AgentOptions {
+        let mut options = self.shared.options.clone();
+        let adjust = self
+            .shared
+            .start_options
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(adjust) = adjust {
+            adjust(header, &mut options);
+        }
+        options
+    }
+
     fn slot(&self, id: &SessionId) -> Arc<Slot> {
         Arc::clone(
             self.shared
@@ -409,25 +511,18 @@ impl Agents {
         )
     }
 
-    /// Builds the actor on `session` (its lease held), restores the inbox and starts
-    /// its idle watcher.
+    /// Builds the actor on `session` (its lease held) with `options` (`None`: the
+    /// registry's, adjusted for the session), restores the inbox and starts its idle
+    /// watcher.
     async fn start(
         &self,
         session: ccare_session::Session,
         lease: SessionLease,
         restore: Restore,
+        options: Option<AgentOptions>,
     ) -> Result<(Actor, AgentHandle), AppError> {
         let id = session.id().clone();
-        let mut options = self.shared.options.clone();
-        let adjust = self
-            .shared
-            .start_options
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
-        if let Some(adjust) = adjust {
-            adjust(session.header(), &mut options);
-        }
+        let options = options.unwrap_or_else(|| self.start_options(session.header()));
         let agent = Agent::new(
             Arc::clone(&self.shared.host),
             session,
@@ -453,6 +548,23 @@ impl Agents {
         tracing::debug!(session = %handle.session().id(), "session actor started");
         Ok((actor, handle))
     }
+}
+
+/// What [`Agents::get`] does with a running actor whose session is fenced.
+#[derive(Debug, Clone, Copy)]
+enum Fenced {
+    /// Hands it out (a reader).
+    Keep,
+    /// Replaces it when it runs no turn ([`Agents::get_or_reopen`]).
+    Reopen,
+}
+
+/// Why [`Agents::reopen`] failed, and whether the fenced actor is still there.
+enum Reopen {
+    /// The session could not be reopened; the fenced actor is handed back.
+    Kept(Actor, AppError),
+    /// The new actor could not start; the fenced one is retired, the lease released.
+    Lost(AppError),
 }
 
 /// What an actor's start reads back from the store.

@@ -21,7 +21,8 @@
 //! - [`Agents`] is the registry of running session actors (ACT-1): at most one agent
 //!   per session in this process, started from the store with the lease held by
 //!   [`Agents::get_or_start`] / [`Agents::create`], stopped when idle for `[host]
-//!   actor_idle_ms` or by [`Agents::stop`]. Every front end drives sessions through it.
+//!   actor_idle_ms` or by [`Agents::stop`], replaced by [`Agents::get_or_reopen`] when
+//!   a store error fenced its session. Every front end drives sessions through it.
 //! - [`AppError`] says why; [`AppError::is_bad_input`] separates the user's mistakes
 //!   (exit 2) from failures (exit 1).
 //!

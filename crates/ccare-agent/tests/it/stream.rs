@@ -291,3 +291,32 @@ async fn act4_an_event_the_store_refused_is_never_streamed() {
         "the refused answer was not streamed: {streamed:?}"
     );
 }
+
+/// A retired agent (another agent drives its session now) ends its subscriptions: one
+/// following live ends without another item; one made afterwards replays what is
+/// durable, then ends. Neither ends while the agent is not retired.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn act4_a_retired_agent_ends_its_streams_after_what_is_durable() {
+    let (test, session, agent) = kit(&reply(3, 0)).await;
+    turn(&agent, "one").await.unwrap();
+    let head = exported(&test, &session).await.len();
+    let mut live = agent.subscribe_from(Some(head as u64 - 1));
+    let quiet = tokio::time::timeout(Duration::from_millis(50), live.next()).await;
+    assert!(
+        quiet.is_err(),
+        "a stream of a working agent ended: {quiet:?}"
+    );
+    assert!(!agent.is_retired());
+    agent.retire();
+    assert!(agent.is_retired());
+    assert_eq!(next(&mut live).await, None);
+    let mut later = agent.subscribe_from(None);
+    let mut replayed = Vec::new();
+    while let Some(item) = next(&mut later).await {
+        match item {
+            StreamItem::Event(event) => replayed.push(event.raw_json().to_owned()),
+            other => panic!("expected an event, got {other:?}"),
+        }
+    }
+    assert_eq!(replayed, exported(&test, &session).await);
+}

@@ -1,8 +1,9 @@
 //! API-2: commands into a session — messages (`prompt`, `steer`, `followup`), the
 //! results of caller-executed tools, cancel.
 //!
-//! Each goes through [`ccare_app::Agents::get_or_start`] (a session another process
-//! drives is 409 `SESSION_BUSY` naming the holder) and [`ccare_agent::Agent::send`],
+//! Each goes through [`ccare_app::Agents::get_or_reopen`] (a session another process
+//! drives is 409 `SESSION_BUSY` naming the holder; a session a store error fenced is
+//! reopened from the store first) and [`ccare_agent::Agent::send`],
 //! and answers 202 once the command is durable (ACT-2), with the seq its events will
 //! follow. The turns it starts run to idle in the session's actor, with no HTTP client
 //! attached: the actor's driver task runs them, and the actor stops once idle for
@@ -78,14 +79,16 @@ pub(super) fn routes(context: &ServerContext) -> Result<Vec<RouteSpec>, RouteErr
     ])
 }
 
-/// The running actor of the request's session, started from the store if needed. An
-/// actor whose session a store error fenced (H-STORE-6) takes no command: it is 409
+/// The running actor of the request's session, started from the store if needed. A
+/// session a store error fenced (H-STORE-6) is reopened from the store first, which
+/// repairs it; when that fails (the store still fails) the reopen's error is the
+/// answer. A fenced actor still stopping its turn takes no command: it is 409
 /// `SESSION_FENCED` naming the error, not a 202 for a command nothing can log.
 async fn actor(context: &ServerContext, request: &RouteRequest) -> Result<AgentHandle, RouteReply> {
     let id = request.param("id").and_then(errors::session_id)?;
     let handle = context
         .agents
-        .get_or_start(&id, WhenBusy::Fail)
+        .get_or_reopen(&id, WhenBusy::Fail)
         .await
         .map_err(|error| errors::app_error(&error))?;
     let Some(cause) = handle.session().fence() else {
@@ -96,7 +99,7 @@ async fn actor(context: &ServerContext, request: &RouteRequest) -> Result<AgentH
     Err(RouteReply::error(
         409,
         fenced.code(),
-        format!("{fenced}; it takes no more commands until the server opens it again"),
+        format!("{fenced}; its turn is still stopping: send the command again to reopen it"),
     ))
 }
 

@@ -8,7 +8,7 @@ use ccare_agent::routes::RouteReply;
 use ccare_agent::{CommandError, ExternalToolsError};
 use ccare_app::AppError;
 use ccare_core::SessionId;
-use ccare_session::SessionError;
+use ccare_session::{AppendError, SessionError};
 use ccare_store::StoreError;
 
 /// The code of a query parameter with a bad value.
@@ -56,13 +56,21 @@ pub fn session_error(error: &SessionError) -> RouteReply {
         | SessionError::ForkPastHead { .. }
         | SessionError::Import(_) => 400,
         SessionError::Store(error) => return store_error(error, message),
+        // The store refused the repair of a reopened session: the store's status
+        // (a failing disk is 503, worth retrying), the session's code.
+        SessionError::Repair(AppendError::Fenced { cause, .. }) => store_status(cause),
         SessionError::Load(_) | SessionError::Repair(_) | SessionError::Io(_) => 500,
     };
     RouteReply::error(status, error.code(), message)
 }
 
 fn store_error(error: &StoreError, message: String) -> RouteReply {
-    let status = match error {
+    RouteReply::error(store_status(error), error.code(), message)
+}
+
+/// The HTTP status of a store error.
+fn store_status(error: &StoreError) -> u16 {
+    match error {
         StoreError::UnknownSession { .. } => 404,
         StoreError::SessionBusy { .. }
         | StoreError::SessionExists { .. }
@@ -71,8 +79,7 @@ fn store_error(error: &StoreError, message: String) -> RouteReply {
         | StoreError::LeaseLost { .. } => 409,
         StoreError::Backend { .. } | StoreError::Closed => 503,
         StoreError::Corrupt { .. } | StoreError::Invalid { .. } => 500,
-    };
-    RouteReply::error(status, error.code(), message)
+    }
 }
 
 /// The reply to a refused command (ACT-2): nothing was changed. Tool results that do

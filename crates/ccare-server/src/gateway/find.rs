@@ -227,7 +227,7 @@ pub(crate) async fn existing(
     };
     let handle = context
         .agents
-        .get_or_start(&id, WhenBusy::Fail)
+        .get_or_reopen(&id, WhenBusy::Fail)
         .await
         .map_err(|error| refusal::from_api(errors::app_error(&error)))?;
     Ok(Some(Found {

@@ -95,6 +95,19 @@ impl Sse {
         }
     }
 
+    /// Every frame left until the server ends the stream; panics after
+    /// [`FRAME_TIMEOUT`] without one.
+    pub(crate) async fn until_end(&mut self) -> Vec<Frame> {
+        let mut frames = Vec::new();
+        loop {
+            match tokio::time::timeout(FRAME_TIMEOUT, self.read_frame()).await {
+                Ok(Some(frame)) => frames.push(frame),
+                Ok(None) => return frames,
+                Err(_) => panic!("the stream did not end within {FRAME_TIMEOUT:?}: {frames:?}"),
+            }
+        }
+    }
+
     async fn read_frame(&mut self) -> Option<Frame> {
         loop {
             if let Some(end) = find(&self.pending, b"\n\n") {
@@ -298,23 +311,119 @@ async fn api_3_a_turn_a_store_error_fenced_ends_with_idle_and_the_detail_names_t
         detail["fence"], "store append failed: disk full",
         "{detail}"
     );
-    store.heal();
-    let response = rig
-        .post_json(
-            &format!("/api/sessions/{id}/messages"),
-            &json!({"text": "again", "mode": "prompt"}),
-        )
-        .await;
+}
+
+/// H-STORE-6 "reopening the session repairs it", over HTTP. A prompt to a session a
+/// store error fenced reopens it from the store. While the store still fails, the
+/// reopen's error is the answer and the session stays fenced. Once the store works,
+/// the prompt is accepted: the fenced turn is closed by the repair, the new turn runs,
+/// a follower's stream of the fenced actor ends, and resuming from its last event
+/// shows exactly what the store holds after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_6_a_prompt_reopens_a_fenced_session_once_the_store_works() {
+    let rig = Rig::start_with(crate::rig::RigOptions {
+        failing: true,
+        ..crate::rig::RigOptions::default()
+    })
+    .await;
+    let store = rig.failing.clone().expect("the rig serves a failing store");
+    rig.fake.push(Reply::text("Hello"));
+    let id = create_session(&rig).await;
+    let mut sse = Sse::open(&rig, &format!("/api/sessions/{id}/events"), None).await;
+    store.fail(
+        ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
+    );
+    prompt(&rig, &id, "hi").await;
+    let fenced_turn = sse.until_idle().await;
+    let last_seen = fenced_turn
+        .iter()
+        .rev()
+        .find_map(|frame| frame.id.clone())
+        .expect("the fenced turn's durable events");
+    let messages = format!("/api/sessions/{id}/messages");
+    let (too_soon, once_more) = (
+        json!({"text": "too soon", "mode": "prompt"}),
+        json!({"text": "again", "mode": "prompt"}),
+    );
+
+    // The disk still fails every append: the reopen's repair cannot be stored.
+    store.fail(ccare_store::testing::Fault::appends("disk still full"));
+    let response = rig.post_json(&messages, &too_soon).await;
     let status = response.status().as_u16();
     let body: Value = response.json().await.unwrap();
-    assert_eq!(status, 409, "{body}");
+    assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"], "SESSION_FENCED", "{body}");
     assert_eq!(
         body["message"],
         format!(
-            "session {id} is fenced after a store error: store append failed: disk full; it takes no more commands until the server opens it again"
+            "session repair failed: session {id} is fenced after a store error: store append failed: disk still full"
         )
     );
+    let detail: Value = rig.get_json(&format!("/api/sessions/{id}")).await;
+    assert_eq!(
+        detail["fence"], "store append failed: disk full",
+        "{detail}"
+    );
+
+    // The disk works again: the prompt reopens the session and is accepted.
+    store.heal();
+    rig.fake.push(Reply::text("Welcome back"));
+    let response = rig.post_json(&messages, &once_more).await;
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(status, 202, "{body}");
+    // The fenced actor's follower is told nothing more: its stream ends.
+    assert_eq!(sse.until_end().await, Vec::<Frame>::new());
+    // Resuming where it stopped, from the new actor: the repair, then the new turn.
+    let path = format!("/api/sessions/{id}/events");
+    let mut resumed = Sse::open(&rig, &path, Some(&last_seen)).await;
+    let frames = resumed.until_idle().await;
+    let kinds: Vec<&str> = frames
+        .iter()
+        .filter(|frame| frame.is_event())
+        .map(|frame| frame.event.as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "step/end",
+            "turn/end",
+            "turn/start",
+            "user/message",
+            "step/start",
+            "request/header",
+            "assistant/message",
+            "step/end",
+            "turn/end",
+        ],
+        "{frames:?}"
+    );
+    let texts: Vec<String> = frames
+        .iter()
+        .filter(|frame| frame.event == "user/message" || frame.event == "assistant/message")
+        .map(|frame| frame.json()["data"]["message"]["content"][0]["text"].to_string())
+        .collect();
+    assert_eq!(texts, [r#""again""#, r#""Welcome back""#]);
+    let repair = frames[1].json();
+    assert_eq!(
+        repair["data"]["reason"],
+        json!({"kind": "interrupted"}),
+        "{repair}"
+    );
+    assert_eq!(repair["data"]["repair"], true, "{repair}");
+    // Exactly what the store holds after the fenced turn's last durable event.
+    let first = last_seen.parse::<u64>().unwrap() + 1;
+    assert_event_frames(&frames, first);
+    let stored = export_events(&export(&rig, &id).await);
+    let stored_after: String = stored
+        .lines()
+        .skip(usize::try_from(first).unwrap())
+        .map(|line| format!("{line}\n"))
+        .collect();
+    assert_eq!(event_lines(&frames), stored_after);
+    let detail: Value = rig.get_json(&format!("/api/sessions/{id}")).await;
+    assert_eq!(detail["fence"], Value::Null, "{detail}");
+    assert_eq!(detail["state"], "idle", "{detail}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -187,6 +187,62 @@ async fn gw_6_an_answer_that_cannot_be_stored_is_500_not_a_hang() {
     assert_eq!(rig.fake.requests().len(), 1);
 }
 
+/// H-STORE-6 through the gateway: the conversation whose turn a store error fenced is
+/// answered again once the store works. The client's retry of the failed request
+/// continues the same session, which is reopened from the store (its fenced turn
+/// closed by the repair) and answered; nothing the fence lost reaches the upstream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_a_retry_after_a_fenced_turn_reopens_the_session_once_the_store_works() {
+    let (rig, store) = failing_rig().await;
+    rig.fake.push(Reply::text("Hello"));
+    let mut messages = conversation("be brief", "hi");
+    let first = answered(chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": messages}),
+    ))
+    .await;
+    assert_eq!(first.status().as_u16(), 200);
+    let session = session_of(&first);
+    messages.as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "content": "Hello"}),
+        json!({"role": "user", "content": "and then?"}),
+    ]);
+    let body = json!({"model": "fake/model", "messages": messages});
+    store.fail(
+        ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
+    );
+    rig.fake.push(Reply::text("Lost"));
+    let failed = answered(chat(&rig, &body)).await;
+    assert_eq!(
+        (failed.status().as_u16(), session_of(&failed)),
+        (500, session.clone())
+    );
+    store.heal();
+    rig.fake.push(Reply::text("Then this"));
+    let retried = answered(chat(&rig, &body)).await;
+    assert_eq!(retried.status().as_u16(), 200);
+    assert_eq!(session_of(&retried), session);
+    let answer: Value = retried.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"], "Then this",
+        "{answer}"
+    );
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 3);
+    // The answer the store refused never reached the log, so not the upstream either.
+    let sent = requests[2].body["messages"].to_string();
+    assert!(!sent.contains("Lost"), "{sent}");
+    let last = requests[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last, json!({"role": "user", "content": "and then?"}));
+    let detail: Value = rig.get_json(&format!("/api/sessions/{session}")).await;
+    assert_eq!(detail["fence"], Value::Null, "{detail}");
+}
+
 /// A streamed turn whose answer cannot be stored once its text has begun to stream (the
 /// disk fails as the reply is logged, which fences the session, so no `turn/end` is ever
 /// logged): the 200 stream the client already reads ends with the fence's error frame,
