@@ -273,6 +273,15 @@ impl Agent {
         let name = command.name();
         match command {
             Command::UserInput { message, options } => {
+                if let Some(original) = crate::resend::resent_id(&message)
+                    && let Some(reason) = crate::resend::refusal(&self.inner.session, original)
+                {
+                    return Err(CommandError::NotResendable {
+                        command: name,
+                        original: original.to_owned(),
+                        reason,
+                    });
+                }
                 if let Some(options) = options {
                     self.set_options(options);
                 }

@@ -141,6 +141,18 @@ pub enum CommandError {
     /// could not be logged.
     #[error("ToolResults: {0}")]
     ToolResults(#[source] crate::external::ExternalToolsError),
+    /// The message resends a message that cannot be resent
+    /// ([`crate::resend`]): it is not a user message on the surface, or a turn since
+    /// it was answered.
+    #[error("{command}: message {original} cannot be resent: {reason}")]
+    NotResendable {
+        /// The command.
+        command: &'static str,
+        /// The id the message resends.
+        original: String,
+        /// Why not.
+        reason: &'static str,
+    },
     /// The command could not be made durable; it was not applied.
     #[error("{command}: the inbox could not be written: {source}")]
     Inbox {
@@ -158,6 +170,7 @@ impl CommandError {
         match self {
             CommandError::EmptyMessage { .. } => "EMPTY_MESSAGE",
             CommandError::InvalidOptions { .. } => "INVALID_OPTIONS",
+            CommandError::NotResendable { .. } => "NOT_RESENDABLE",
             CommandError::ToolResults(error) => error.code(),
             CommandError::Inbox { .. } => "INBOX_UNAVAILABLE",
         }

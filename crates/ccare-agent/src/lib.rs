@@ -11,6 +11,8 @@
 //!   and `Lagged { resume_from }` for a subscriber that fell behind.
 //! - `turn.rs` is the step machine (read it first); `dispatch.rs` runs tool calls;
 //!   `request.rs` builds requests from the log and logs their headers.
+//! - [`resend`]: a user input that resends a message no turn answered (a client's
+//!   retry) is logged off the surface, so the model reads the words once.
 //! - [`SideRequests`] lets a plugin make its own model calls (summaries) through the
 //!   same request hooks and segments.
 //! - [`instructions`] installs the agent's own instructions (base prompt, configured
@@ -38,6 +40,7 @@ mod inbox;
 pub mod instructions;
 mod mount_error;
 mod request;
+pub mod resend;
 pub mod routes;
 mod sections;
 mod side;

@@ -255,7 +255,11 @@ export class Conversation {
     const source = message.source || { kind: "user" };
     const text = textOf(message.content);
     let item;
-    if (source.kind === "user") {
+    if (typeof message.resends === "string") {
+      // A client's retry of a message no turn answered: the model reads the first
+      // copy only, so this one is a note, not a second bubble.
+      item = el("li", "row resent", texts.resent);
+    } else if (source.kind === "user") {
       item = el("li", "message user");
       item.append(el("div", "who", texts.you), el("div", "text", text));
       const images = attachments(message.content);

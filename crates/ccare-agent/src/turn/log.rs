@@ -66,11 +66,18 @@ pub(crate) async fn order_inbox(agent: &Agent) {
         .await;
 }
 
-/// Logs `message` as a `user/message` on the surface.
+/// Logs `message` as a `user/message`: on the surface, unless it resends a message
+/// the model already reads ([`crate::resend`]).
 pub(super) fn log_user(agent: &Agent, message: Message) -> StepResult<()> {
+    let resend = crate::resend::resent_id(&message).is_some();
+    let draft = typed(&UserMessage { message })?;
     append(
         agent,
-        typed(&UserMessage { message })?.with_surface(SurfaceOp::Append),
+        if resend {
+            draft
+        } else {
+            draft.with_surface(SurfaceOp::Append)
+        },
     )?;
     Ok(())
 }

@@ -900,3 +900,91 @@ async fn act_2_a_row_a_tool_queued_is_durable_before_its_step_ends() {
     assert_eq!(logged(&events, "noted"), 1);
     assert_eq!(kit.script().requests().len(), 2);
 }
+
+/// A `UserInput` that resends a message no turn answered (a client's retry) opens a
+/// turn whose `user/message` stays off the surface: the model's request holds the
+/// message once. A resend of an answered message, or of an id the log does not hold
+/// on its surface, is refused with `NOT_RESENDABLE` and changes nothing.
+#[tokio::test]
+async fn act_2_a_resend_of_an_unanswered_message_is_read_once_and_of_an_answered_one_refused() {
+    let script = [
+        r#"{"failure": {"code": "INVALID_REQUEST", "message": "refused upstream"}}"#,
+        r#"{"text": "answered", "expect": {"contains": "once please"}}"#,
+    ]
+    .join("\n");
+    let kit = TestHost::builder(&script).build().unwrap();
+    let session = kit.session().await.unwrap();
+    let agent = kit.agent(&session, MODEL);
+    let original = user("once please");
+    agent
+        .send(Command::UserInput {
+            message: original,
+            options: None,
+        })
+        .await
+        .unwrap();
+    let failed = agent.when_idle().await;
+    assert!(
+        matches!(failed, Some(TurnEndReason::Error { .. })),
+        "{failed:?}"
+    );
+    let users = events_of(&session, "user/message");
+    let id = users[0]["message"]["id"].as_str().unwrap().to_owned();
+    let resend = |id: &str| {
+        let mut message = user("once please");
+        ccare_agent::resend::mark_resend(&mut message, id);
+        Command::UserInput {
+            message,
+            options: None,
+        }
+    };
+
+    let unknown = agent.send(resend("no-such-id")).await.unwrap_err();
+    assert_eq!(unknown.code(), "NOT_RESENDABLE");
+    assert_eq!(
+        unknown.to_string(),
+        "UserInput: message no-such-id cannot be resent: no user message on the surface has that id"
+    );
+    assert!(!agent.is_busy(), "a refused resend queues nothing");
+
+    agent.send(resend(&id)).await.unwrap();
+    assert_eq!(agent.when_idle().await, Some(TurnEndReason::Completed));
+    let messages: Vec<(bool, Value)> = session.with_log(|log| {
+        log.events()
+            .iter()
+            .filter(|event| event.kind() == "user/message")
+            .map(|event| {
+                let data: Value = serde_json::from_str(event.data_json()).unwrap();
+                (event.surface().is_some(), data["message"].clone())
+            })
+            .collect()
+    });
+    assert_eq!(messages.len(), 2);
+    assert!(messages[0].0, "the original is on the surface");
+    assert!(!messages[1].0, "the resend is not");
+    assert_eq!(messages[1].1["resends"], id.as_str());
+    assert_eq!(messages[1].1["content"], messages[0].1["content"]);
+    // What the model read: the message once, in both requests.
+    let requests = kit.script().requests();
+    assert_eq!(requests.len(), 2);
+    for request in &requests {
+        let messages = format!("{:?}", request.config.messages);
+        assert_eq!(messages.matches("once please").count(), 1, "{messages}");
+    }
+
+    let answered = agent.send(resend(&id)).await.unwrap_err();
+    assert_eq!(
+        answered,
+        CommandError::NotResendable {
+            command: "UserInput",
+            original: id.clone(),
+            reason: "a turn since it was answered",
+        }
+    );
+    assert!(!agent.is_busy());
+    assert_eq!(
+        events_of(&session, "user/message").len(),
+        2,
+        "nothing logged"
+    );
+}

@@ -88,7 +88,8 @@ pub fn command_error(error: &CommandError) -> RouteReply {
     let message = error.to_string();
     let status = match error {
         CommandError::EmptyMessage { .. } | CommandError::InvalidOptions { .. } => 400,
-        CommandError::ToolResults(ExternalToolsError::Mismatch { .. }) => 409,
+        CommandError::ToolResults(ExternalToolsError::Mismatch { .. })
+        | CommandError::NotResendable { .. } => 409,
         CommandError::ToolResults(ExternalToolsError::NameTaken(_)) => 400,
         CommandError::ToolResults(ExternalToolsError::Log(_)) => 500,
         CommandError::Inbox { .. } => 503,

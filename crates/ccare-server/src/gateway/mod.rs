@@ -40,7 +40,7 @@ use std::sync::Arc;
 use ccare_agent::routes::{
     Method, RouteDoc, RouteError, RouteReply, RouteRequest, RouteSpec, Routes,
 };
-use ccare_agent::{CallerResult, Command};
+use ccare_agent::{CallerResult, Command, resend};
 use ccare_core::{ContentBlock, JsonObject};
 use tokio::sync::mpsc;
 
@@ -476,6 +476,7 @@ async fn completions(
             Err(reply) => return named(reply, &found),
         }
     };
+    let continued = found.is_some();
     let (handle, marks, after_seq, prior) = match found {
         Some(found) => (found.handle, found.marks, found.after_seq, found.prior),
         None => {
@@ -508,11 +509,26 @@ async fn completions(
     };
     let session = handle.session().id().as_str().to_owned();
     let hidden = hidden_for(&body, &handle.agent().host().tool_names());
+    // GW-3: a request that sends again the message a failed turn logged (an SDK's
+    // retry of a 429, a retry after a store error or a timeout) resends it, so the
+    // model reads it once.
+    let resends = match &input {
+        Input::Message(message) if continued => {
+            resend::resendable(handle.session(), Some(after_seq), &message.content)
+        }
+        _ => None,
+    };
+    let resent = |mut message: ccare_core::Message| {
+        if let Some(original) = &resends {
+            resend::mark_resend(&mut message, original);
+        }
+        message
+    };
     let (command, read_next) = match input {
         Input::Results(results, next) => (Command::ToolResults(results), next),
         Input::Message(message) if tools.is_empty() => (
             Command::UserInput {
-                message,
+                message: resent(message),
                 options: None,
             },
             None,
@@ -524,7 +540,7 @@ async fn completions(
                 Ok(mut declared) => {
                     declared.content = message.content;
                     let command = Command::UserInput {
-                        message: declared,
+                        message: resent(declared),
                         options: None,
                     };
                     (command, None)

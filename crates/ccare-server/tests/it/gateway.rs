@@ -190,7 +190,8 @@ async fn gw_6_an_answer_that_cannot_be_stored_is_500_not_a_hang() {
 /// H-STORE-6 through the gateway: the conversation whose turn a store error fenced is
 /// answered again once the store works. The client's retry of the failed request
 /// continues the same session, which is reopened from the store (its fenced turn
-/// closed by the repair) and answered; nothing the fence lost reaches the upstream.
+/// closed by the repair) and answered; nothing the fence lost reaches the upstream, and
+/// the retried message is not read twice.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_6_a_retry_after_a_fenced_turn_reopens_the_session_once_the_store_works() {
     let (rig, store) = failing_rig().await;
@@ -229,9 +230,12 @@ async fn gw_6_a_retry_after_a_fenced_turn_reopens_the_session_once_the_store_wor
     );
     let requests = rig.fake.requests();
     assert_eq!(requests.len(), 3);
-    // The answer the store refused never reached the log, so not the upstream either.
+    // The answer the store refused never reached the log, so not the upstream either,
+    // and the message the fenced turn logged is read once (GW-3): the retry sends
+    // exactly what the failed request sent.
     let sent = requests[2].body["messages"].to_string();
     assert!(!sent.contains("Lost"), "{sent}");
+    assert_eq!(requests[2].body["messages"], requests[1].body["messages"]);
     let last = requests[2].body["messages"]
         .as_array()
         .unwrap()
@@ -1065,6 +1069,24 @@ async fn gw_5_a_client_that_gives_up_on_a_whole_answer_stops_its_turn() {
         "{end}"
     );
     assert_eq!(answer["interrupted"], true, "{answer}");
+    // The SDK's retry after its timeout asks again after the interrupted answer: the
+    // question is entered anew (not resent), so the request ends with it, not with
+    // the model's cut-short words.
+    rig.fake.push(Reply::text("whole answer"));
+    let retried = chat(&rig, &json!({"model": "fake/model", "messages": history})).await;
+    assert_eq!(
+        (retried.status().as_u16(), session_of(&retried)),
+        (200, session)
+    );
+    let requests = rig.fake.requests();
+    let sent = &requests.last().unwrap().body["messages"];
+    assert_eq!(sent.to_string().matches("Q-timed-out").count(), 2, "{sent}");
+    let last = sent.as_array().unwrap().last().unwrap();
+    assert_eq!(
+        last,
+        &json!({"role": "user", "content": "Q-timed-out"}),
+        "{sent}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -3045,4 +3067,110 @@ async fn gw_7_a_long_conversation_through_the_python_sdk_compacts_and_keeps_its_
     }
     let reported_at: Vec<usize> = reported.iter().map(|(index, _)| *index).collect();
     assert_eq!(breaks, reported_at, "prefix breaks vs reported compactions");
+}
+
+/// The events of `session`'s export, parsed.
+async fn exported_events(rig: &Rig, session: &str) -> Vec<Value> {
+    crate::events::export(rig, session)
+        .await
+        .lines()
+        .skip(1)
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// GW-3: only messages the session has not seen are appended. A continuing request
+/// whose turn failed upstream (429, passed through) and that the client's SDK sends
+/// again gets its answer in the same session, and the model reads the message once:
+/// the retried upstream request carries exactly the messages of the failed one. The
+/// log keeps the resend off the surface, naming the message it resends; the
+/// conversation goes on from the answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_3_a_retry_after_an_upstream_429_sends_the_message_once() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("Hello"));
+    let mut messages = conversation("be brief", "hi");
+    let first = chat(&rig, &json!({"model": "fake/model", "messages": messages})).await;
+    let session = session_of(&first);
+    messages.as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "content": "Hello"}),
+        json!({"role": "user", "content": "and then?"}),
+    ]);
+    let body = json!({"model": "fake/model", "messages": messages});
+    rig.fake.push(Reply::rate_limited(1));
+    let failed = chat(&rig, &body).await;
+    assert_eq!(
+        (failed.status().as_u16(), session_of(&failed)),
+        (429, session.clone())
+    );
+    // Twice: an SDK retries more than once.
+    rig.fake.push(Reply::rate_limited(1));
+    let failed = chat(&rig, &body).await;
+    assert_eq!(
+        (failed.status().as_u16(), session_of(&failed)),
+        (429, session.clone())
+    );
+    rig.fake.push(Reply::text("Then"));
+    let retried = chat(&rig, &body).await;
+    assert_eq!(
+        (retried.status().as_u16(), session_of(&retried)),
+        (200, session.clone())
+    );
+    let answer: Value = retried.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"], "Then",
+        "{answer}"
+    );
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 4);
+    let sent = |n: usize| requests[n].body["messages"].clone();
+    assert_eq!(sent(2), sent(1));
+    assert_eq!(sent(3), sent(1));
+    assert_eq!(
+        sent(3).as_array().unwrap()[1..],
+        [
+            json!({"role": "user", "content": "be brief\n\nhi"}),
+            json!({"role": "assistant", "content": "Hello"}),
+            json!({"role": "user", "content": "and then?"}),
+        ]
+    );
+    // The log: the message once on the surface, then two resends off it.
+    let users: Vec<Value> = exported_events(&rig, &session)
+        .await
+        .into_iter()
+        .filter(|event| event["type"] == "user/message")
+        .collect();
+    assert_eq!(users.len(), 4, "{users:?}");
+    let original = &users[1];
+    assert_eq!(original["surface"], json!({"op": "append"}), "{original}");
+    for resend in &users[2..] {
+        assert_eq!(resend["surface"], Value::Null, "{resend}");
+        assert_eq!(
+            resend["data"]["message"]["resends"],
+            original["data"]["message"]["id"]
+        );
+        assert_eq!(
+            resend["data"]["message"]["content"],
+            original["data"]["message"]["content"]
+        );
+    }
+    // The conversation goes on from the answer, in the same session.
+    messages.as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "content": "Then"}),
+        json!({"role": "user", "content": "more"}),
+    ]);
+    rig.fake.push(Reply::text("More"));
+    let next = chat(&rig, &json!({"model": "fake/model", "messages": messages})).await;
+    assert_eq!((next.status().as_u16(), session_of(&next)), (200, session));
+    let last = rig.fake.requests()[4].body["messages"].clone();
+    assert_eq!(
+        last.as_array().unwrap()[1..],
+        [
+            json!({"role": "user", "content": "be brief\n\nhi"}),
+            json!({"role": "assistant", "content": "Hello"}),
+            json!({"role": "user", "content": "and then?"}),
+            json!({"role": "assistant", "content": "Then"}),
+            json!({"role": "user", "content": "more"}),
+        ]
+    );
 }

@@ -793,3 +793,40 @@ async fn ui_a_users_inline_image_is_drawn_and_a_web_image_named_not_fetched() {
     screenshot(&client, "ui_user_images.png").await;
     client.close().await.unwrap();
 }
+
+/// A client's retry of a message no turn answered (GW-3: the model reads it once) shows
+/// in the chat as a note under the one bubble of the message, not as a second bubble.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ui_a_resent_message_is_one_bubble_and_a_note() {
+    let Some((chromium, chromedriver)) = browser_programs() else {
+        return;
+    };
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::rate_limited(1));
+    rig.fake.push(Reply::text("Here."));
+    let body = json!({"model": "fake/model", "user": "retrying-client",
+                      "messages": [{"role": "user", "content": "Answer me"}]});
+    let failed = rig.post_json("/v1/chat/completions", &body).await;
+    assert_eq!(failed.status().as_u16(), 429);
+    let retried = rig.post_json("/v1/chat/completions", &body).await;
+    assert_eq!(retried.status().as_u16(), 200);
+    let id = retried.headers()["x-ccare-session"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(failed.headers()["x-ccare-session"], id.as_str());
+    let driver = start_driver(&chromedriver).await;
+    let client = browser(&driver, &chromium).await;
+    open_in_english(&client, &rig, &id).await;
+    until_text(&client, ".message.assistant .text", "Here.").await;
+    assert_eq!(count_of(&client, ".message.user").await, 1);
+    until_text(&client, ".message.user .text", "Answer me").await;
+    until_text(
+        &client,
+        ".row.resent",
+        "You sent the message again (a retry); the model reads it once.",
+    )
+    .await;
+    screenshot(&client, "ui_resent_message.png").await;
+    client.close().await.unwrap();
+}
