@@ -15,7 +15,8 @@
 //! message is then sent anew, so the request does not end with the model's words).
 
 use ccare_core::kinds::{
-    ASSISTANT_MESSAGE, TURN_END, TurnEnd, TurnEndReason, USER_MESSAGE, UserMessage,
+    ASSISTANT_MESSAGE, TOOL_RESULT, TURN_END, ToolResult, TurnEnd, TurnEndReason, USER_MESSAGE,
+    UserMessage,
 };
 use ccare_core::{ContentBlock, Event, Message};
 use ccare_session::Session;
@@ -65,6 +66,75 @@ pub fn resendable(
         }
         original.id
     })
+}
+
+/// The user message to resend for a client that sends again the results of its tool
+/// calls whose turn then failed (the SDK retrying a 429 of the request that carried
+/// them): after seq `after`, the session logged the results of `call_ids`, each once,
+/// and no turn since was answered. The message is the last user message on the surface
+/// before those results, the one the turn answers; resending it runs the turn again
+/// with the results in place.
+pub fn resendable_results(
+    session: &Session,
+    after: Option<u64>,
+    call_ids: &[String],
+) -> Option<Message> {
+    if call_ids.is_empty() {
+        return None;
+    }
+    session.with_log(|log| {
+        let events = log.events();
+        let first = after.map_or(0, |after| {
+            events.partition_point(|event| event.seq() <= after)
+        });
+        let since = &events[first..];
+        let mut answered: Vec<(usize, String)> = since
+            .iter()
+            .enumerate()
+            .filter(|(_, event)| event.kind() == TOOL_RESULT && event.surface().is_some())
+            .flat_map(|(offset, event)| {
+                result_call_ids(event)
+                    .into_iter()
+                    .map(move |id| (first + offset, id))
+            })
+            // The host's own calls the resumed turn made are not the client's to send.
+            .filter(|(_, id)| call_ids.contains(id))
+            .collect();
+        let position = answered.first()?.0;
+        answered.sort_by(|left, right| left.1.cmp(&right.1));
+        let mut wanted: Vec<&String> = call_ids.iter().collect();
+        wanted.sort();
+        let same = answered.len() == wanted.len()
+            && answered
+                .iter()
+                .zip(&wanted)
+                .all(|((_, id), wanted)| id == *wanted);
+        if !same || answered_after(since) || ends_with_answer(since) {
+            return None;
+        }
+        events[..position]
+            .iter()
+            .rev()
+            .find_map(|event| original_message(event))
+    })
+}
+
+/// The calls a `tool/result` answers.
+fn result_call_ids(event: &Event) -> Vec<String> {
+    event
+        .decode::<ToolResult>()
+        .map(|result| {
+            result
+                .message
+                .content
+                .into_iter()
+                .filter_map(|block| match block {
+                    ContentBlock::ToolResult(block) => Some(block.call_id),
+                    _ => None,
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Why `original` cannot be resent in `session`; `None` when it can.

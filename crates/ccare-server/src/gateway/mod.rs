@@ -294,6 +294,32 @@ fn tool_results(
     Ok((results, Some(next)))
 }
 
+/// The resend (a message with the original's words) and the id of the logged user
+/// message it resends, when `new` is only `tool` messages whose
+/// results the found session already logged, after the last answer the client saw,
+/// in a turn that then failed ([`resend::resendable_results`]); `None` otherwise.
+fn resent_results(
+    found: &find::Found,
+    new: &[wire::ChatMessage],
+) -> Option<(ccare_core::Message, String)> {
+    let call_ids: Option<Vec<String>> = new
+        .iter()
+        .map(|message| {
+            (message.role == "tool")
+                .then(|| message.tool_call_id.clone())
+                .flatten()
+        })
+        .collect();
+    let original =
+        resend::resendable_results(found.handle.session(), Some(found.after_seq), &call_ids?)?;
+    // The resend's own message: a fresh id, the original's words.
+    let Command::UserInput { mut message, .. } = Command::prompt("") else {
+        return None;
+    };
+    message.content = original.content;
+    Some((message, original.id?))
+}
+
 /// The message the session is given: the blocks of each new client message (system
 /// messages and assistant messages the client wrote itself included; a user message's
 /// images as images), the first of them the `seen`-th of the request's messages, or a
@@ -465,7 +491,16 @@ async fn completions(
         Some(found) => reply.with_header(SESSION_HEADER, found.handle.session().id().as_str()),
         None => reply,
     };
-    let input = if awaiting.is_empty() {
+    // GW-3: results the session already logged, sent again because the turn they
+    // resumed failed (an SDK retrying a 429), run that turn again: the message it
+    // answers is resent, with the results in place.
+    let results_resent = match &found {
+        Some(found) if awaiting.is_empty() => resent_results(found, new),
+        _ => None,
+    };
+    let input = if let Some((message, original)) = results_resent {
+        Input::Resend { message, original }
+    } else if awaiting.is_empty() {
         match new_message(new, seen) {
             Ok(message) => Input::Message(message),
             Err(reply) => return named(reply, &found),
@@ -516,6 +551,7 @@ async fn completions(
         Input::Message(message) if continued => {
             resend::resendable(handle.session(), Some(after_seq), &message.content)
         }
+        Input::Resend { original, .. } => Some(original.clone()),
         _ => None,
     };
     let resent = |mut message: ccare_core::Message| {
@@ -526,14 +562,14 @@ async fn completions(
     };
     let (command, read_next) = match input {
         Input::Results(results, next) => (Command::ToolResults(results), next),
-        Input::Message(message) if tools.is_empty() => (
+        Input::Message(message) | Input::Resend { message, .. } if tools.is_empty() => (
             Command::UserInput {
                 message: resent(message),
                 options: None,
             },
             None,
         ),
-        Input::Message(message) => {
+        Input::Message(message) | Input::Resend { message, .. } => {
             // The kernel's message declaring the tools (names checked against the
             // host tools a gateway session offers), with the client's blocks.
             match crate::api::commands::message_with_tools(&handle, String::new(), tools, &hidden) {
@@ -722,6 +758,14 @@ fn created_here(meta_json: &str) -> bool {
 enum Input {
     /// A new user message.
     Message(ccare_core::Message),
+    /// A resend of the logged user message a failed turn answered (its results were
+    /// sent again).
+    Resend {
+        /// The resend, with the original's words.
+        message: ccare_core::Message,
+        /// The id of the message it resends.
+        original: String,
+    },
     /// The results of the calls it awaits, and what the client wrote after them.
     Results(Vec<CallerResult>, Option<ccare_core::Message>),
 }

@@ -3174,3 +3174,69 @@ async fn gw_3_a_retry_after_an_upstream_429_sends_the_message_once() {
         ]
     );
 }
+
+/// GW-3 for tool results: a request carrying the results of the client's tool calls
+/// whose turn then failed upstream (429), sent again by the SDK, runs that turn again
+/// with the results in place, in the same session, instead of being refused for
+/// results of calls already answered; the retried upstream request equals the failed
+/// one, and the client's tools are offered again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_3_a_retry_of_tool_results_whose_turn_failed_runs_the_turn_again() {
+    let rig = Rig::start().await;
+    rig.fake
+        .push(Reply::Chunks(paris_and_rome_calls().finish("tool_calls")));
+    let mut history = conversation("be brief", "weather?");
+    let first = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    let session = session_of(&first);
+    let answer: Value = first.json().await.unwrap();
+    let messages = history.as_array_mut().unwrap();
+    messages.push(answer["choices"][0]["message"].clone());
+    messages.push(json!({"role": "tool", "tool_call_id": "call_2", "content": "sunny in Rome"}));
+    messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny in Paris"}));
+    let body = json!({"model": "fake/model", "messages": history, "tools": weather_tool()});
+    rig.fake.push(Reply::rate_limited(1));
+    let failed = chat(&rig, &body).await;
+    assert_eq!(
+        (failed.status().as_u16(), session_of(&failed)),
+        (429, session.clone())
+    );
+    rig.fake.push(Reply::text("Both sunny"));
+    let retried = chat(&rig, &body).await;
+    assert_eq!(
+        (retried.status().as_u16(), session_of(&retried)),
+        (200, session.clone())
+    );
+    let answer: Value = retried.json().await.unwrap();
+    assert_eq!(
+        answer["choices"][0]["message"]["content"], "Both sunny",
+        "{answer}"
+    );
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[2].body["messages"], requests[1].body["messages"]);
+    assert_eq!(requests[2].body["tools"], requests[1].body["tools"]);
+    let sent = requests[2].body["messages"].as_array().unwrap();
+    assert_eq!(
+        sent.iter()
+            .filter(|message| message["role"] == "user")
+            .count(),
+        1
+    );
+    assert_eq!(sent.last().unwrap()["role"], "tool", "{sent:?}");
+    // The log: the question once on the surface, the retry a resend naming it.
+    let users: Vec<Value> = exported_events(&rig, &session)
+        .await
+        .into_iter()
+        .filter(|event| event["type"] == "user/message")
+        .collect();
+    assert_eq!(users.len(), 2, "{users:?}");
+    assert_eq!(users[1]["surface"], Value::Null);
+    assert_eq!(
+        users[1]["data"]["message"]["resends"],
+        users[0]["data"]["message"]["id"]
+    );
+}
