@@ -2672,6 +2672,103 @@ async fn gw_1_the_official_openai_python_sdk_talks_to_the_gateway() {
     assert_eq!(exported.matches(r#""type":"turn/end""#).count(), 2);
 }
 
+/// What the retry script does through the gateway with the official SDK (its own
+/// retries on, `max_retries=2`): continues a conversation whose next answer is first
+/// refused upstream with a 429, then sends tool results whose resumed turn is refused
+/// the same way; prints how each ended and how many HTTP attempts it took.
+const SDK_RETRY_SCRIPT: &str = r#"
+import json, os, openai
+try:
+    import httpx2 as httpx
+except ImportError:
+    import httpx
+attempts = []
+http = httpx.Client(event_hooks={"request": [lambda request: attempts.append(request.url.path)]})
+client = openai.OpenAI(base_url=os.environ["GW_BASE"] + "/v1", api_key=os.environ["GW_TOKEN"], http_client=http, max_retries=2)
+out = {}
+history = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+first = client.chat.completions.with_raw_response.create(model="fake/model", messages=history)
+history += [{"role": "assistant", "content": first.parse().choices[0].message.content},
+            {"role": "user", "content": "and then?"}]
+before = len(attempts)
+raw = client.chat.completions.with_raw_response.create(model="fake/model", messages=history)
+out["continued"] = {"same": raw.headers["x-ccare-session"] == first.headers["x-ccare-session"],
+                    "content": raw.parse().choices[0].message.content, "attempts": len(attempts) - before}
+tools = [{"type": "function", "function": {"name": "get_weather", "description": "weather",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]
+messages = [{"role": "user", "content": "weather in Paris?"}]
+asked = client.chat.completions.with_raw_response.create(model="fake/model", messages=messages, tools=tools)
+call = asked.parse().choices[0].message.tool_calls[0]
+messages.append({"role": "assistant", "content": None, "tool_calls": [
+    {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": call.function.arguments}}]})
+messages.append({"role": "tool", "tool_call_id": call.id, "content": "sunny"})
+before = len(attempts)
+raw = client.chat.completions.with_raw_response.create(model="fake/model", messages=messages, tools=tools)
+out["tools"] = {"same": raw.headers["x-ccare-session"] == asked.headers["x-ccare-session"],
+                "content": raw.parse().choices[0].message.content, "attempts": len(attempts) - before}
+print(json.dumps(out))
+"#;
+
+/// GW-3 with the official Python SDK retrying by itself: a 429 in the middle of a
+/// conversation, and one on the request carrying tool results, are retried by the SDK
+/// and answered in the same session, and the model reads the client's message once:
+/// each retried upstream request equals the one the 429 refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_3_the_openai_python_sdks_own_retries_mid_conversation_reach_the_model_once() {
+    let Some(python) = tokio::task::spawn_blocking(sdk_python).await.unwrap() else {
+        return;
+    };
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("Hello"));
+    rig.fake.push(Reply::rate_limited(1));
+    rig.fake.push(Reply::text("Then"));
+    rig.fake.push(Reply::Chunks(
+        Script::new()
+            .tool_call(
+                0,
+                Some("call_w"),
+                Some("get_weather"),
+                "{\"city\":\"Paris\"}",
+            )
+            .finish("tool_calls"),
+    ));
+    rig.fake.push(Reply::rate_limited(1));
+    rig.fake.push(Reply::text("Sunny"));
+    let (base, token) = (rig.base.clone(), rig.token.clone());
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .args(["-c", SDK_RETRY_SCRIPT])
+            .env("GW_BASE", base)
+            .env("GW_TOKEN", token)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let out: Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(
+        out,
+        json!({
+            "continued": {"same": true, "content": "Then", "attempts": 2},
+            "tools": {"same": true, "content": "Sunny", "attempts": 2},
+        })
+    );
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 6);
+    assert_eq!(requests[2].body["messages"], requests[1].body["messages"]);
+    assert_eq!(requests[5].body["messages"], requests[4].body["messages"]);
+    let continued = requests[2].body["messages"].to_string();
+    assert_eq!(continued.matches("and then?").count(), 1, "{continued}");
+    let resumed = requests[5].body["messages"].to_string();
+    assert_eq!(resumed.matches("weather in Paris?").count(), 1, "{resumed}");
+}
+
 /// The summary the fake model writes for a compaction request (the sections context
 /// care's summary check asks for).
 const SUMMARY: &str = "## Primary Request and Intent\n- read the seeded history\n## Key Technical Concepts\n(none)\n## Files and Code\n(none)\n## Errors and Fixes\n(none)\n## Pending Jobs\n(none)\n## Current Work\n- reading\n## Next Step\n- continue\n## Critical Context\n(none)";
