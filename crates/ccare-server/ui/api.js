@@ -82,6 +82,11 @@ export async function listSessions() {
   return page.sessions;
 }
 
+/** GET /api/sessions/{id}: the session's detail (its `fence` names a store error). */
+export async function sessionOf(id) {
+  return expectFields("session", await call("GET", `/api/sessions/${encodeURIComponent(id)}`), ["id"]);
+}
+
 /** POST /api/sessions: a new session's summary. */
 export async function createSession() {
   return expectFields("new session", await call("POST", "/api/sessions", {}), ["id"]);

@@ -4,7 +4,7 @@
 // UI-7 chart (refreshed when a turn goes idle), and the language switch. The open
 // session is kept in the URL (#/s/<id>), so a reload comes back to it.
 
-import { cancelTurn, createSession, eventsOf, exportSession, forkSession, listSessions, operationOfCheckpoint, sendMessage } from "./api.js";
+import { cancelTurn, createSession, eventsOf, exportSession, forkSession, listSessions, operationOfCheckpoint, sendMessage, sessionOf } from "./api.js";
 import { Conversation, el } from "./chat.js";
 import { Chart } from "./chart.js";
 import { showDetail } from "./detail.js";
@@ -101,6 +101,32 @@ function setState(state) {
   dom.cancel.disabled = !busy;
 }
 
+/**
+ * Says in the chat when a store error fenced the open session `id` (H-STORE-6): the
+ * server takes no more of its turn until a new message reopens it. Clears what it
+ * said once the session is writable again; other errors are left as they are.
+ */
+async function showFence(id) {
+  let detail;
+  try {
+    detail = await sessionOf(id);
+  } catch {
+    return;
+  }
+  if (!open || open.id !== id) {
+    return;
+  }
+  if (typeof detail.fence === "string") {
+    open.fenced = true;
+    // What streamed of the fenced turn's answer was never stored.
+    open.conversation.dropStreaming();
+    showError(dom.chatError, { describe: () => texts.fenced(detail.fence) });
+  } else if (open.fenced) {
+    open.fenced = false;
+    showError(dom.chatError, null);
+  }
+}
+
 function closeSession() {
   if (open) {
     open.source.close();
@@ -146,6 +172,7 @@ function openSession(id, after = {}) {
     boundary: () => indicator.refresh(),
     state: setState,
     idle: () => {
+      showFence(id);
       refreshSessions();
       panel.refresh();
       chart.refresh();
@@ -161,8 +188,9 @@ function openSession(id, after = {}) {
     checkpoint: (seq, node) => openCheckpoint(id, seq, node),
   });
   const source = eventsOf(id);
-  open = { id, source, conversation, indicator, panel, chart, prompts, rules, state: "idle" };
+  open = { id, source, conversation, indicator, panel, chart, prompts, rules, state: "idle", fenced: false };
   setState("idle");
+  showFence(id);
   const listen = (type) =>
     source.addEventListener(type, (event) => {
       let data;

@@ -453,10 +453,15 @@ export class Conversation {
     }
   }
 
-  turnEnd(body, seq) {
+  /** Drops every answer still streaming (its turn ended, or will never be stored). */
+  dropStreaming() {
     for (const callId of [...this.live.keys()]) {
       this.dropLive(callId);
     }
+  }
+
+  turnEnd(body, seq) {
+    this.dropStreaming();
     const item = this.lastAssistant.get(body.turn);
     // A fork keeps whole turns (the engine refuses a boundary inside one): the turn's
     // last answer offers a fork at its end.

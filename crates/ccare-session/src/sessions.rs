@@ -164,12 +164,22 @@ impl Sessions {
             .ok_or_else(|| SessionError::UnknownSession(id.clone()))
     }
 
+    /// Makes what the open session `id` has appended durable before it is read from
+    /// the store (the in-memory log is ahead of the store until flushed). A flush that
+    /// fails fences the session (H-STORE-6): what it held beyond the store is never
+    /// stored, so the store's rows are the session, and a reader gets them.
+    async fn flush_live(&self, id: &SessionId) {
+        let Some(session) = self.live_session(id) else {
+            return;
+        };
+        if let Err(error) = session.flush().await {
+            tracing::debug!(session = %id, %error, "reading a fenced session from the store");
+        }
+    }
+
     /// Reads and audits a session without repairing or writing anything.
     pub async fn load(&self, id: &SessionId) -> Result<LoadedSession, SessionError> {
-        if let Some(session) = self.live_session(id) {
-            // The in-memory log is ahead of the store until flushed.
-            session.flush().await?;
-        }
+        self.flush_live(id).await;
         let record = self.record(id).await?;
         let rows = self.store.read(id, ReadRange::all()).await?;
         let Replayed { log, violations } = replay(
@@ -345,9 +355,7 @@ impl Sessions {
 
     /// Writes a session as JSONL: the header line, then every stored event verbatim.
     pub async fn export(&self, id: &SessionId, out: &mut dyn Write) -> Result<(), SessionError> {
-        if let Some(session) = self.live_session(id) {
-            session.flush().await?;
-        }
+        self.flush_live(id).await;
         let record = self.record(id).await?;
         let rows = self.store.read(id, ReadRange::all()).await?;
         let io = |error: std::io::Error| SessionError::Io(error.to_string());

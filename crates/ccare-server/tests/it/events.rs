@@ -311,6 +311,14 @@ async fn api_3_a_turn_a_store_error_fenced_ends_with_idle_and_the_detail_names_t
         detail["fence"], "store append failed: disk full",
         "{detail}"
     );
+    // What the store holds is still readable: the export is exactly the events the
+    // stream sent (the refused reply is not among them), and so is the chart's series.
+    assert_eq!(
+        export_events(&export(&rig, &id).await),
+        event_lines(&frames)
+    );
+    let series = rig.get(&format!("/api/sessions/{id}/context/series")).await;
+    assert_eq!(series.status().as_u16(), 200);
 }
 
 /// H-STORE-6 "reopening the session repairs it", over HTTP. A prompt to a session a

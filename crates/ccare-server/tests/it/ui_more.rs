@@ -830,3 +830,109 @@ async fn ui_a_resent_message_is_one_bubble_and_a_note() {
     screenshot(&client, "ui_resent_message.png").await;
     client.close().await.unwrap();
 }
+
+/// H-STORE-6 in the browser: when a store error fences the open session, the chat
+/// says so and how to go on; once the store works, a message sent from the page
+/// reopens the session, the page follows the new actor by itself (its event stream
+/// reconnects from its last event) and shows the answer, and the warning goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ui_a_fenced_session_says_so_and_a_message_from_the_page_reopens_it() {
+    let Some((chromium, chromedriver)) = browser_programs() else {
+        return;
+    };
+    let rig = Rig::start_with(crate::rig::RigOptions {
+        failing: true,
+        ..crate::rig::RigOptions::default()
+    })
+    .await;
+    let store = rig.failing.clone().expect("the rig serves a failing store");
+    let id = create_session(&rig).await;
+    let driver = start_driver(&chromedriver).await;
+    let client = browser(&driver, &chromium).await;
+    open_in_english(&client, &rig, &id).await;
+    store.fail(
+        ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
+    );
+    rig.fake.push(Reply::text("Never stored"));
+    let send = |text: &'static str| {
+        let client = client.clone();
+        async move {
+            let input = client.find(Locator::Id("input")).await.unwrap();
+            input.send_keys(text).await.unwrap();
+            client
+                .find(Locator::Id("send"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+        }
+    };
+    send("First try").await;
+    until_text(
+        &client,
+        "#chat-error",
+        "This session stopped after a store error (store append failed: disk full). Sending a message reopens it from the store.",
+    )
+    .await;
+    // The answer that streamed was never stored: it is not left on the page.
+    eventually("the unstored answer gone", || async {
+        (count_of(&client, ".message.assistant").await == 0).then_some(())
+    })
+    .await;
+    screenshot(&client, "ui_fenced_session.png").await;
+    store.heal();
+    rig.fake.push(Reply::text("Back again"));
+    send("Second try").await;
+    until_text(
+        &client,
+        ".message.assistant:not(.streaming) .text",
+        "Back again",
+    )
+    .await;
+    eventually("the warning gone", || async {
+        let hidden = client
+            .execute(
+                "return document.getElementById('chat-error').hidden",
+                vec![],
+            )
+            .await
+            .ok()?;
+        (hidden == json!(true)).then_some(())
+    })
+    .await;
+    let users: Vec<String> = client
+        .execute(
+            "return [...document.querySelectorAll('.message.user .text')].map((node) => node.textContent)",
+            vec![],
+        )
+        .await
+        .unwrap()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|text| text.as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(users, ["First try", "Second try"]);
+    // The repair's note on the fenced turn; the chart read the session all along.
+    until_text(
+        &client,
+        ".stop-row .stop",
+        "interrupted: the process ended or a store error stopped this turn",
+    )
+    .await;
+    let chart_error = client
+        .execute(
+            "return document.getElementById('chart-error').hidden",
+            vec![],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        chart_error,
+        json!(true),
+        "the chart could not read the session"
+    );
+    screenshot(&client, "ui_fenced_session_reopened.png").await;
+    client.close().await.unwrap();
+}
