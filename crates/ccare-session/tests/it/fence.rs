@@ -338,3 +338,57 @@ async fn h_store_6_closing_a_fenced_session_checkpoints_nothing_the_store_refuse
         .unwrap();
     assert_eq!(*texts, ["kept", "after"]);
 }
+
+/// The periodic checkpoint (every [`CHECKPOINT_EVERY`] appends) folds only events
+/// known durable: the append that triggers it may be the one the store refuses, and a
+/// checkpoint over it would be restored once a reopen gives its seq to another event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_6_a_periodic_checkpoint_holds_no_event_the_store_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = failing_store(&dir);
+    let registry = Registry::with_host_defaults();
+    registry.register_projection(erase(UserTexts)).unwrap();
+    let sessions = Sessions::new(
+        Arc::clone(&store) as Arc<dyn Store>,
+        Arc::new(ManualClock::new(1_000)),
+        Arc::new(registry),
+        SessionsConfig::default(),
+    );
+    let session = sessions.create(None, JsonObject::new()).await.unwrap();
+    let id = session.id().clone();
+    session
+        .append(EventDraft::typed(&TurnStart { turn: 1 }).unwrap())
+        .unwrap();
+    // Up to the event whose append triggers the periodic checkpoint.
+    let before = CHECKPOINT_EVERY - 2;
+    for n in 0..before {
+        session.append(user(&format!("kept {n}"))).unwrap();
+    }
+    session.flush().await.unwrap();
+    let folded = session
+        .state_of::<UserTexts>("test/user-texts")
+        .await
+        .unwrap();
+    assert_eq!(folded.len(), usize::try_from(before).unwrap());
+    // The store refuses that append, but still takes the checkpoint's KV write.
+    store.fail(Fault::appends("disk unplugged").containing("lost"));
+    session.append(user("lost")).unwrap();
+    assert_eq!(session.head(), CHECKPOINT_EVERY);
+    session.flush().await.unwrap_err();
+    sessions.close(&id).await.unwrap_err();
+    store.heal();
+    let reopened = sessions.open(&id).await.unwrap();
+    reopened.append(user("after")).unwrap();
+    reopened.flush().await.unwrap();
+    let texts = reopened
+        .state_of::<UserTexts>("test/user-texts")
+        .await
+        .unwrap();
+    assert!(
+        !texts.iter().any(|text| text == "lost"),
+        "{:?}",
+        &texts[texts.len() - 3..]
+    );
+    assert_eq!(texts.last().map(String::as_str), Some("after"));
+    assert_eq!(texts.len(), usize::try_from(before).unwrap() + 1);
+}
