@@ -392,3 +392,47 @@ async fn h_store_6_a_periodic_checkpoint_holds_no_event_the_store_refused() {
     assert_eq!(texts.last().map(String::as_str), Some("after"));
     assert_eq!(texts.len(), usize::try_from(before).unwrap() + 1);
 }
+
+/// H-PROJ-3's periodic checkpoint is still written while the store works: at the
+/// 512th append, over every event but that append's own, which is not known durable
+/// yet.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_proj_3_the_periodic_checkpoint_covers_the_durable_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = failing_store(&dir);
+    let registry = Registry::with_host_defaults();
+    registry.register_projection(erase(UserTexts)).unwrap();
+    let sessions = Sessions::new(
+        Arc::clone(&store) as Arc<dyn Store>,
+        Arc::new(ManualClock::new(1_000)),
+        Arc::new(registry),
+        SessionsConfig::default(),
+    );
+    let session = sessions.create(None, JsonObject::new()).await.unwrap();
+    session
+        .append(EventDraft::typed(&TurnStart { turn: 1 }).unwrap())
+        .unwrap();
+    session
+        .state_of::<UserTexts>("test/user-texts")
+        .await
+        .unwrap();
+    let key = format!("{}/test/user-texts", session.id());
+    for n in 0..CHECKPOINT_EVERY - 1 {
+        session.append(user(&format!("kept {n}"))).unwrap();
+        session.flush().await.unwrap();
+    }
+    assert_eq!(session.head(), CHECKPOINT_EVERY);
+    store.inner().flush().await.unwrap();
+    let stored = store
+        .inner()
+        .kv_get(PROJECTION_DOMAIN, &key)
+        .await
+        .unwrap()
+        .expect("a periodic checkpoint");
+    let checkpoint: serde_json::Value = serde_json::from_slice(&stored.value).unwrap();
+    assert_eq!(checkpoint["seq"], CHECKPOINT_EVERY - 1);
+    assert_eq!(
+        checkpoint["state"].as_array().map(Vec::len),
+        Some(usize::try_from(CHECKPOINT_EVERY - 2).unwrap())
+    );
+}
