@@ -275,12 +275,16 @@ async fn api_3_a_turn_driven_over_http_streams_exactly_the_export() {
     assert_eq!(idle.event, "idle");
 }
 
-/// A turn whose reply the store refuses (the session is fenced, so no `turn/end` is
-/// logged) still ends its event stream's turn with `idle`: a follower waiting for the
-/// turn's end is not left waiting. The session's detail names the fence, and a new
-/// prompt is refused naming it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn api_3_a_turn_a_store_error_fenced_ends_with_idle_and_the_detail_names_the_fence() {
+/// A rig over a failing store, and a session whose first turn ("hi") a store error
+/// fenced as its reply was logged, followed from the start: the rig, its store, the
+/// session, the follower and the frames it got up to the turn's `idle`.
+async fn fenced_turn() -> (
+    Rig,
+    std::sync::Arc<crate::rig::FailingSqlite>,
+    String,
+    Sse,
+    Vec<Frame>,
+) {
     let rig = Rig::start_with(crate::rig::RigOptions {
         failing: true,
         ..crate::rig::RigOptions::default()
@@ -295,6 +299,16 @@ async fn api_3_a_turn_a_store_error_fenced_ends_with_idle_and_the_detail_names_t
     );
     prompt(&rig, &id, "hi").await;
     let frames = sse.until_idle().await;
+    (rig, store, id, sse, frames)
+}
+
+/// A turn whose reply the store refuses (the session is fenced, so no `turn/end` is
+/// logged) still ends its event stream's turn with `idle`: a follower waiting for the
+/// turn's end is not left waiting. The session's detail names the fence, and what the
+/// store holds stays readable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_3_a_turn_a_store_error_fenced_ends_with_idle_and_the_detail_names_the_fence() {
+    let (rig, _store, id, _sse, frames) = fenced_turn().await;
     let kinds: Vec<&str> = frames
         .iter()
         .filter(|frame| frame.is_event())
@@ -329,20 +343,7 @@ async fn api_3_a_turn_a_store_error_fenced_ends_with_idle_and_the_detail_names_t
 /// shows exactly what the store holds after it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn h_store_6_a_prompt_reopens_a_fenced_session_once_the_store_works() {
-    let rig = Rig::start_with(crate::rig::RigOptions {
-        failing: true,
-        ..crate::rig::RigOptions::default()
-    })
-    .await;
-    let store = rig.failing.clone().expect("the rig serves a failing store");
-    rig.fake.push(Reply::text("Hello"));
-    let id = create_session(&rig).await;
-    let mut sse = Sse::open(&rig, &format!("/api/sessions/{id}/events"), None).await;
-    store.fail(
-        ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
-    );
-    prompt(&rig, &id, "hi").await;
-    let fenced_turn = sse.until_idle().await;
+    let (rig, store, id, mut sse, fenced_turn) = fenced_turn().await;
     let last_seen = fenced_turn
         .iter()
         .rev()

@@ -164,6 +164,26 @@ async fn answered(response: impl Future<Output = reqwest::Response>) -> reqwest:
         .expect("the gateway never answered")
 }
 
+/// Sends `body` (answered within 10 s); asserts the answer's status and that it names
+/// `session`.
+async fn chat_in(rig: &Rig, body: &Value, status: u16, session: &str) -> reqwest::Response {
+    let response = answered(chat(rig, body)).await;
+    assert_eq!(
+        (response.status().as_u16(), session_of(&response).as_str()),
+        (status, session)
+    );
+    response
+}
+
+/// The text of a non-streamed answer.
+async fn content_of(response: reqwest::Response) -> String {
+    let answer: Value = response.json().await.unwrap();
+    answer["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text in {answer}"))
+        .to_owned()
+}
+
 /// A turn whose answer cannot be stored (the disk fails as the reply is logged, which
 /// fences the session, so no `turn/end` is ever logged) is answered 500 naming the
 /// store; the client is not left waiting.
@@ -213,21 +233,11 @@ async fn gw_6_a_retry_after_a_fenced_turn_reopens_the_session_once_the_store_wor
         ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
     );
     rig.fake.push(Reply::text("Lost"));
-    let failed = answered(chat(&rig, &body)).await;
-    assert_eq!(
-        (failed.status().as_u16(), session_of(&failed)),
-        (500, session.clone())
-    );
+    chat_in(&rig, &body, 500, &session).await;
     store.heal();
     rig.fake.push(Reply::text("Then this"));
-    let retried = answered(chat(&rig, &body)).await;
-    assert_eq!(retried.status().as_u16(), 200);
-    assert_eq!(session_of(&retried), session);
-    let answer: Value = retried.json().await.unwrap();
-    assert_eq!(
-        answer["choices"][0]["message"]["content"], "Then this",
-        "{answer}"
-    );
+    let retried = chat_in(&rig, &body, 200, &session).await;
+    assert_eq!(content_of(retried).await, "Then this");
     let requests = rig.fake.requests();
     assert_eq!(requests.len(), 3);
     // The answer the store refused never reached the log, so not the upstream either,
@@ -3194,30 +3204,14 @@ async fn gw_3_a_retry_after_an_upstream_429_sends_the_message_once() {
         json!({"role": "user", "content": "and then?"}),
     ]);
     let body = json!({"model": "fake/model", "messages": messages});
-    rig.fake.push(Reply::rate_limited(1));
-    let failed = chat(&rig, &body).await;
-    assert_eq!(
-        (failed.status().as_u16(), session_of(&failed)),
-        (429, session.clone())
-    );
     // Twice: an SDK retries more than once.
-    rig.fake.push(Reply::rate_limited(1));
-    let failed = chat(&rig, &body).await;
-    assert_eq!(
-        (failed.status().as_u16(), session_of(&failed)),
-        (429, session.clone())
-    );
+    for _ in 0..2 {
+        rig.fake.push(Reply::rate_limited(1));
+        chat_in(&rig, &body, 429, &session).await;
+    }
     rig.fake.push(Reply::text("Then"));
-    let retried = chat(&rig, &body).await;
-    assert_eq!(
-        (retried.status().as_u16(), session_of(&retried)),
-        (200, session.clone())
-    );
-    let answer: Value = retried.json().await.unwrap();
-    assert_eq!(
-        answer["choices"][0]["message"]["content"], "Then",
-        "{answer}"
-    );
+    let retried = chat_in(&rig, &body, 200, &session).await;
+    assert_eq!(content_of(retried).await, "Then");
     let requests = rig.fake.requests();
     assert_eq!(requests.len(), 4);
     let sent = |n: usize| requests[n].body["messages"].clone();
@@ -3257,8 +3251,8 @@ async fn gw_3_a_retry_after_an_upstream_429_sends_the_message_once() {
         json!({"role": "user", "content": "more"}),
     ]);
     rig.fake.push(Reply::text("More"));
-    let next = chat(&rig, &json!({"model": "fake/model", "messages": messages})).await;
-    assert_eq!((next.status().as_u16(), session_of(&next)), (200, session));
+    let next = json!({"model": "fake/model", "messages": messages});
+    chat_in(&rig, &next, 200, &session).await;
     let last = rig.fake.requests()[4].body["messages"].clone();
     assert_eq!(
         last.as_array().unwrap()[1..],
@@ -3296,22 +3290,10 @@ async fn gw_3_a_retry_of_tool_results_whose_turn_failed_runs_the_turn_again() {
     messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny in Paris"}));
     let body = json!({"model": "fake/model", "messages": history, "tools": weather_tool()});
     rig.fake.push(Reply::rate_limited(1));
-    let failed = chat(&rig, &body).await;
-    assert_eq!(
-        (failed.status().as_u16(), session_of(&failed)),
-        (429, session.clone())
-    );
+    chat_in(&rig, &body, 429, &session).await;
     rig.fake.push(Reply::text("Both sunny"));
-    let retried = chat(&rig, &body).await;
-    assert_eq!(
-        (retried.status().as_u16(), session_of(&retried)),
-        (200, session.clone())
-    );
-    let answer: Value = retried.json().await.unwrap();
-    assert_eq!(
-        answer["choices"][0]["message"]["content"], "Both sunny",
-        "{answer}"
-    );
+    let retried = chat_in(&rig, &body, 200, &session).await;
+    assert_eq!(content_of(retried).await, "Both sunny");
     let requests = rig.fake.requests();
     assert_eq!(requests.len(), 3);
     assert_eq!(requests[2].body["messages"], requests[1].body["messages"]);

@@ -289,6 +289,18 @@ impl Projection for UserTexts {
     }
 }
 
+/// The sessions of `store` with [`UserTexts`] registered.
+fn sessions_with_texts(store: &Arc<FailingStore<SqliteStore>>) -> Sessions {
+    let registry = Registry::with_host_defaults();
+    registry.register_projection(erase(UserTexts)).unwrap();
+    Sessions::new(
+        Arc::clone(store) as Arc<dyn Store>,
+        Arc::new(ManualClock::new(1_000)),
+        Arc::new(registry),
+        SessionsConfig::default(),
+    )
+}
+
 /// A fenced session's memory holds an event the store refused. Closing it must not
 /// checkpoint a projection folded over that event: the reopened session appends other
 /// events at its seq (the repair), and a checkpoint that far ahead would be restored
@@ -297,14 +309,7 @@ impl Projection for UserTexts {
 async fn h_store_6_closing_a_fenced_session_checkpoints_nothing_the_store_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = failing_store(&dir);
-    let registry = Registry::with_host_defaults();
-    registry.register_projection(erase(UserTexts)).unwrap();
-    let sessions = Sessions::new(
-        Arc::clone(&store) as Arc<dyn Store>,
-        Arc::new(ManualClock::new(1_000)),
-        Arc::new(registry),
-        SessionsConfig::default(),
-    );
+    let sessions = sessions_with_texts(&store);
     let session = sessions.create(None, JsonObject::new()).await.unwrap();
     let id = session.id().clone();
     session
@@ -346,14 +351,7 @@ async fn h_store_6_closing_a_fenced_session_checkpoints_nothing_the_store_refuse
 async fn h_store_6_a_periodic_checkpoint_holds_no_event_the_store_refused() {
     let dir = tempfile::tempdir().unwrap();
     let store = failing_store(&dir);
-    let registry = Registry::with_host_defaults();
-    registry.register_projection(erase(UserTexts)).unwrap();
-    let sessions = Sessions::new(
-        Arc::clone(&store) as Arc<dyn Store>,
-        Arc::new(ManualClock::new(1_000)),
-        Arc::new(registry),
-        SessionsConfig::default(),
-    );
+    let sessions = sessions_with_texts(&store);
     let session = sessions.create(None, JsonObject::new()).await.unwrap();
     let id = session.id().clone();
     session
@@ -400,14 +398,7 @@ async fn h_store_6_a_periodic_checkpoint_holds_no_event_the_store_refused() {
 async fn h_proj_3_the_periodic_checkpoint_covers_the_durable_events() {
     let dir = tempfile::tempdir().unwrap();
     let store = failing_store(&dir);
-    let registry = Registry::with_host_defaults();
-    registry.register_projection(erase(UserTexts)).unwrap();
-    let sessions = Sessions::new(
-        Arc::clone(&store) as Arc<dyn Store>,
-        Arc::new(ManualClock::new(1_000)),
-        Arc::new(registry),
-        SessionsConfig::default(),
-    );
+    let sessions = sessions_with_texts(&store);
     let session = sessions.create(None, JsonObject::new()).await.unwrap();
     session
         .append(EventDraft::typed(&TurnStart { turn: 1 }).unwrap())
