@@ -2591,6 +2591,29 @@ pub(crate) fn sdk_python() -> Option<std::path::PathBuf> {
     python_venv("gateway-venv", &[OPENAI_SDK])
 }
 
+/// Runs `script` with `python` against the rig's gateway (`GW_BASE`, `GW_TOKEN`);
+/// fails the test unless it exits 0, and returns the JSON it printed.
+async fn run_python(python: std::path::PathBuf, script: &'static str, rig: &Rig) -> Value {
+    let (base, token) = (rig.base.clone(), rig.token.clone());
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .args(["-c", script])
+            .env("GW_BASE", base)
+            .env("GW_TOKEN", token)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap()
+}
+
 /// The upstream replies both SDK scripts (Python and Node) walk through, in order: a
 /// plain answer, a streamed continuation, a keyed answer, a 429 then its retry, a
 /// two-call tool round (the first call's arguments in two pieces), the final answer.
@@ -2622,24 +2645,7 @@ async fn gw_1_the_official_openai_python_sdk_talks_to_the_gateway() {
     };
     let rig = Rig::start().await;
     push_sdk_replies(&rig);
-    let (base, token) = (rig.base.clone(), rig.token.clone());
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .args(["-c", SDK_SCRIPT])
-            .env("GW_BASE", base)
-            .env("GW_TOKEN", token)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let out: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let out = run_python(python, SDK_SCRIPT, &rig).await;
     assert_eq!(out["models"], json!(["fake/model"]));
     let session = out["first"]["session"].as_str().unwrap();
     assert_eq!(
@@ -2744,24 +2750,7 @@ async fn gw_3_the_openai_python_sdks_own_retries_mid_conversation_reach_the_mode
     ));
     rig.fake.push(Reply::rate_limited(1));
     rig.fake.push(Reply::text("Sunny"));
-    let (base, token) = (rig.base.clone(), rig.token.clone());
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .args(["-c", SDK_RETRY_SCRIPT])
-            .env("GW_BASE", base)
-            .env("GW_TOKEN", token)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let out: Value = serde_json::from_str(stdout.trim()).unwrap();
+    let out = run_python(python, SDK_RETRY_SCRIPT, &rig).await;
     assert_eq!(
         out,
         json!({
