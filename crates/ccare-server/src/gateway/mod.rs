@@ -14,6 +14,11 @@
 //! The client view (`view`) is a few rows in the store's KV domain `gateway`, beside the
 //! session's log: the chain hash after each client message.
 //!
+//! A client's retry of a request whose turn failed (an SDK retrying a 429) is not a
+//! new message: the message the failed turn logged is resent ([`resend`]), so the
+//! model reads it once; a new conversation's failed first turn, which has no view yet,
+//! is remembered in memory (`unanswered`) so that its retry goes back to its session.
+//!
 //! With `[gateway] pass_through_keys` (GW-1), a bearer that is not the server token is
 //! the client's own API key (`owner`): its turns run with it as the agent's per-turn
 //! credential (memory only), the sessions it creates record only its hash, and only it
@@ -31,6 +36,7 @@ mod follow;
 mod owner;
 mod parts;
 pub mod refusal;
+mod unanswered;
 mod view;
 pub mod wire;
 
@@ -41,7 +47,7 @@ use ccare_agent::routes::{
     Method, RouteDoc, RouteError, RouteReply, RouteRequest, RouteSpec, Routes,
 };
 use ccare_agent::{CallerResult, Command, resend};
-use ccare_core::{ContentBlock, JsonObject};
+use ccare_core::{ContentBlock, JsonObject, SessionId};
 use tokio::sync::mpsc;
 
 use crate::ServerContext;
@@ -60,6 +66,7 @@ use answer::Answering;
 use find::Identity;
 use follow::{Item, Recording};
 use owner::Owner;
+use unanswered::Unanswered;
 use view::{Prior, Views};
 use wire::{ChatRequest, ModelEntry, ModelList};
 
@@ -96,12 +103,14 @@ pub fn register(routes: &Routes, context: &ServerContext) -> Result<(), RouteErr
     );
     let chat_context = context.clone();
     let admissions = Arc::new(Admissions::default());
+    let unanswered = Arc::new(Unanswered::default());
     let chat = RouteSpec::new(
         path("/v1/chat/completions")?,
         Arc::new(move |request: RouteRequest| {
             let context = chat_context.clone();
             let admissions = Arc::clone(&admissions);
-            async move { completions(&context, &admissions, &request).await }
+            let unanswered = Arc::clone(&unanswered);
+            async move { completions(&context, &admissions, &unanswered, &request).await }
         }),
     )
     .method(
@@ -443,6 +452,7 @@ fn new_message(new: &[wire::ChatMessage], seen: usize) -> Result<ccare_core::Mes
 async fn completions(
     context: &ServerContext,
     admissions: &Arc<Admissions>,
+    unanswered: &Unanswered,
     request: &RouteRequest,
 ) -> RouteReply {
     let body: ChatRequest = match serde_json::from_slice(&request.body) {
@@ -473,10 +483,23 @@ async fn completions(
         messages: &body.messages,
         hashes: &hashes,
     };
-    let (found, mut admitted) = match lookup.admitted(admissions, &request.gone).await {
+    let (mut found, mut admitted) = match lookup.admitted(admissions, &request.gone).await {
         Ok(found) => found,
         Err(reply) => return reply,
     };
+    // A new conversation found by its messages alone: the same transcript again after
+    // its first turn failed goes back to that session ([`unanswered`]).
+    let first_turn = (identity == Identity::Chain)
+        .then(|| hashes.last().map(|last| Unanswered::key(&owner, last)))
+        .flatten();
+    if found.is_none()
+        && let Some(key) = &first_turn
+        && let Some((again, held)) = recall_first_turn(context, admissions, unanswered, key).await
+    {
+        found = Some(again);
+        admitted = Some(held);
+    }
+    let fresh_or_recalled = found.as_ref().is_none_or(|found| found.seen == 0);
     let tools = match client_tools(&body) {
         Ok(tools) => tools,
         Err(reply) => return reply,
@@ -606,7 +629,42 @@ async fn completions(
         recording,
     };
     let reply = run(handle, &body, turn, &request.gone).await;
+    if fresh_or_recalled && let Some(key) = first_turn {
+        // Refused before anything streamed with what a client retries (429, 5xx; not
+        // the 400-class refusals retrying cannot fix): its retry comes back here.
+        let retried = reply.status == 429 || reply.status >= 500;
+        match SessionId::new(session.clone()) {
+            Ok(id) if retried => unanswered.remember(key, id),
+            _ => unanswered.forget(&key),
+        }
+    }
     reply.with_header(SESSION_HEADER, session)
+}
+
+/// The session a new conversation's failed first turn left for the transcript `key`,
+/// held for this request, when it is remembered, still there and free; `None` starts a
+/// new session as usual.
+async fn recall_first_turn(
+    context: &ServerContext,
+    admissions: &Arc<Admissions>,
+    unanswered: &Unanswered,
+    key: &str,
+) -> Option<(find::Found, Admitted)> {
+    let id = unanswered.recall(key)?;
+    let held = admissions.try_admit(&id)?;
+    let handle = context
+        .agents
+        .get_or_reopen(&id, ccare_app::WhenBusy::Fail)
+        .await
+        .ok()?;
+    let found = find::Found {
+        handle,
+        seen: 0,
+        marks: Vec::new(),
+        after_seq: 0,
+        prior: Prior::Fresh,
+    };
+    Some((found, held))
 }
 
 /// How many times a request that found its session held by another request waits for

@@ -3308,3 +3308,61 @@ async fn gw_3_a_retry_of_tool_results_whose_turn_failed_runs_the_turn_again() {
         users[0]["data"]["message"]["id"]
     );
 }
+
+/// GW-3 for a new conversation found by its messages alone (no key): its first turn
+/// refused upstream (429) and the SDK's retry of the same request go to one session,
+/// where the message is read once; nothing is left behind but that session. A
+/// different new conversation still starts its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_3_a_retried_first_message_stays_in_its_session() {
+    let rig = Rig::start().await;
+    let body = json!({"model": "fake/model", "messages": conversation("be brief", "hi")});
+    rig.fake.push(Reply::rate_limited(1));
+    let failed = chat(&rig, &body).await;
+    assert_eq!(failed.status().as_u16(), 429);
+    let session = session_of(&failed);
+    rig.fake.push(Reply::rate_limited(1));
+    chat_in(&rig, &body, 429, &session).await;
+    rig.fake.push(Reply::text("Hello"));
+    let answered = chat_in(&rig, &body, 200, &session).await;
+    assert_eq!(content_of(answered).await, "Hello");
+    let requests = rig.fake.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1].body["messages"], requests[0].body["messages"]);
+    assert_eq!(requests[2].body["messages"], requests[0].body["messages"]);
+    let listed: Value = rig.get_json("/api/sessions").await;
+    let ids: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|summary| summary["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [session.as_str()]);
+    // The conversation goes on in it, and another conversation is another session.
+    let mut messages = conversation("be brief", "hi");
+    messages.as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "content": "Hello"}),
+        json!({"role": "user", "content": "more"}),
+    ]);
+    rig.fake.push(Reply::text("More"));
+    chat_in(
+        &rig,
+        &json!({"model": "fake/model", "messages": messages}),
+        200,
+        &session,
+    )
+    .await;
+    rig.fake.push(Reply::text("Other"));
+    let other = chat(
+        &rig,
+        &json!({"model": "fake/model", "messages": conversation("be brief", "hello")}),
+    )
+    .await;
+    assert_ne!(session_of(&other), session);
+    // The same first message once answered is a new conversation again (a regenerate
+    // of a first answer starts over, as before).
+    rig.fake.push(Reply::text("Hello again"));
+    let again = chat(&rig, &body).await;
+    assert_eq!(again.status().as_u16(), 200);
+    assert_ne!(session_of(&again), session);
+}
