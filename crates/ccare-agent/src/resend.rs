@@ -47,6 +47,18 @@ pub fn resendable(
     after: Option<u64>,
     content: &[ContentBlock],
 ) -> Option<String> {
+    let (original, ends_with_answer) = unanswered(session, after)?;
+    if original.content != content || ends_with_answer {
+        return None;
+    }
+    original.id
+}
+
+/// The last user message on the surface after seq `after` (`None`: the whole log)
+/// that no turn since answered, and whether the model's cut-short words follow it on
+/// the surface: what a client that got an error may send again, alone (a resend) or
+/// followed by new messages (which are then all it adds).
+pub fn unanswered(session: &Session, after: Option<u64>) -> Option<(Message, bool)> {
     session.with_log(|log| {
         let events = log.events();
         let first = after.map_or(0, |after| {
@@ -61,10 +73,10 @@ pub fn resendable(
                     original_message(event).map(|message| (first + offset, message))
                 })?;
         let since = &events[position + 1..];
-        if original.content != content || answered_after(since) || ends_with_answer(since) {
+        if answered_after(since) {
             return None;
         }
-        original.id
+        Some((original, ends_with_answer(since)))
     })
 }
 

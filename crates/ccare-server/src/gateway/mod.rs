@@ -303,6 +303,23 @@ fn tool_results(
     Ok((results, Some(next)))
 }
 
+/// How many of the request's first new messages are those of a turn that failed
+/// after the last answer the client saw (the client sends them again, followed by new
+/// ones): the session logged them, as one user message with their blocks. 0 when none
+/// are, or when they are all the request adds (that is a resend).
+fn already_entered(found: &find::Found, new: &[wire::ChatMessage], seen: usize) -> usize {
+    let Some((original, _)) = resend::unanswered(found.handle.session(), Some(found.after_seq))
+    else {
+        return 0;
+    };
+    (1..new.len())
+        .find(|&count| {
+            new_message(&new[..count], seen)
+                .is_ok_and(|message| message.content == original.content)
+        })
+        .unwrap_or(0)
+}
+
 /// The resend (a message with the original's words) and the id of the logged user
 /// message it resends, when `new` is only `tool` messages whose
 /// results the found session already logged, after the last answer the client saw,
@@ -524,7 +541,12 @@ async fn completions(
     let input = if let Some((message, original)) = results_resent {
         Input::Resend { message, original }
     } else if awaiting.is_empty() {
-        match new_message(new, seen) {
+        // GW-3: the messages of a failed turn the client sends again before new ones
+        // are in the session already: only what follows them is new.
+        let entered = found
+            .as_ref()
+            .map_or(0, |found| already_entered(found, new, seen));
+        match new_message(&new[entered..], seen + entered) {
             Ok(message) => Input::Message(message),
             Err(reply) => return named(reply, &found),
         }

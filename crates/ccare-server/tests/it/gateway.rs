@@ -3366,3 +3366,41 @@ async fn gw_3_a_retried_first_message_stays_in_its_session() {
     assert_eq!(again.status().as_u16(), 200);
     assert_ne!(session_of(&again), session);
 }
+
+/// GW-3: after a failed turn the client may send its message again followed by a new
+/// one (its user typed on after the error): only the new one is entered, so the model
+/// reads the first once, then the second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_3_a_failed_message_sent_again_with_a_new_one_is_not_entered_twice() {
+    let rig = Rig::start().await;
+    rig.fake.push(Reply::text("Hello"));
+    let mut messages = conversation("be brief", "hi");
+    let first = chat(&rig, &json!({"model": "fake/model", "messages": messages})).await;
+    let session = session_of(&first);
+    messages.as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "content": "Hello"}),
+        json!({"role": "user", "content": "and then?"}),
+    ]);
+    rig.fake.push(Reply::rate_limited(1));
+    let failed = json!({"model": "fake/model", "messages": messages});
+    chat_in(&rig, &failed, 429, &session).await;
+    messages
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"role": "user", "content": "hello?"}));
+    rig.fake.push(Reply::text("Here"));
+    let next = json!({"model": "fake/model", "messages": messages});
+    let answered = chat_in(&rig, &next, 200, &session).await;
+    assert_eq!(content_of(answered).await, "Here");
+    let requests = rig.fake.requests();
+    let sent = requests.last().unwrap().body["messages"].clone();
+    assert_eq!(
+        sent.as_array().unwrap()[1..],
+        [
+            json!({"role": "user", "content": "be brief\n\nhi"}),
+            json!({"role": "assistant", "content": "Hello"}),
+            json!({"role": "user", "content": "and then?"}),
+            json!({"role": "user", "content": "hello?"}),
+        ]
+    );
+}
