@@ -991,3 +991,52 @@ async fn act_2_a_resend_of_an_unanswered_message_is_read_once_and_of_an_answered
         "nothing logged"
     );
 }
+
+/// A resend of a message whose answer was cut short (the turn cancelled while the
+/// model wrote) is refused: its request would end with the model's own words. The
+/// message is sent anew instead.
+#[tokio::test]
+async fn act_2_a_resend_after_a_cut_short_answer_is_refused() {
+    let script = r#"{"text": "one two three four five six seven", "delay_ms": 60}"#;
+    let kit = TestHost::builder(script).build().unwrap();
+    let session = kit.session().await.unwrap();
+    let agent = kit.agent(&session, MODEL);
+    let mut live = agent.subscribe_live();
+    agent.send(input("tell me")).await.unwrap();
+    while let Ok(chunk) = live.recv().await {
+        if matches!(chunk.chunk, ccare_llm::Chunk::TextDelta { .. }) {
+            break;
+        }
+    }
+    agent
+        .send(Command::Cancel { keep_inbox: false })
+        .await
+        .unwrap();
+    let answers = events_of(&session, "assistant/message");
+    assert_eq!(answers[0]["interrupted"], true, "{answers:?}");
+    let id = events_of(&session, "user/message")[0]["message"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut message = user("tell me");
+    ccare_agent::resend::mark_resend(&mut message, &id);
+    let refused = agent
+        .send(Command::UserInput {
+            message,
+            options: None,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        format!(
+            "UserInput: message {id} cannot be resent: the model's interrupted answer follows it"
+        )
+    );
+    assert!(!agent.is_busy());
+    assert_eq!(
+        events_of(&session, "user/message").len(),
+        1,
+        "nothing logged"
+    );
+}

@@ -238,7 +238,16 @@ async fn detail(context: &ServerContext, request: &RouteRequest) -> RouteReply {
             } else {
                 LiveState::Idle
             };
-            let summary = summary_of(session.header(), session.head());
+            // A fenced session's memory holds events the store refused: the stored
+            // head is the session's.
+            let head = match &fence {
+                None => session.head(),
+                Some(_) => match sessions.store().session(&id).await {
+                    Ok(Some(record)) => record.head,
+                    _ => session.head(),
+                },
+            };
+            let summary = summary_of(session.header(), head);
             (summary, state, open_calls, true, fence)
         }
         None => {

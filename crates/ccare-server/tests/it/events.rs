@@ -325,6 +325,13 @@ async fn api_3_a_turn_a_store_error_fenced_ends_with_idle_and_the_detail_names_t
         detail["fence"], "store append failed: disk full",
         "{detail}"
     );
+    // It counts what the store holds, not the refused reply.
+    let last_stored = frames.iter().rev().find_map(|frame| frame.id.clone());
+    assert_eq!(
+        detail["headSeq"].as_u64().map(|seq| seq.to_string()),
+        last_stored,
+        "{detail}"
+    );
     // What the store holds is still readable: the export is exactly the events the
     // stream sent (the refused reply is not among them), and so is the chart's series.
     assert_eq!(
