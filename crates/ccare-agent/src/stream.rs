@@ -275,24 +275,37 @@ impl Pump {
             // Durable before sent (ACT-4), by the kernel's own flush when it comes
             // soon (it flushes before each request and at each turn's end): a flush of
             // the pump's would split the store's group. A failed flush fences the
-            // session: the events stay unsent (nothing more commits).
+            // session: what the store holds is durable and sent (a subscriber that
+            // came late, or lagged, still gets it); the rest never commits.
             if self.session.flush_within(FLUSH_GRACE).await.is_err() {
+                let durable = self.session.durable_head().min(head);
+                self.send_events_until(durable)?;
                 return self.send_after_fence();
             }
-            let events = self.session.with_log(|log| {
-                let start = usize::try_from(self.next_seq).unwrap_or(usize::MAX);
-                let end = usize::try_from(head).unwrap_or(usize::MAX);
-                log.events().get(start..end).map(<[_]>::to_vec)
-            });
-            for event in events.unwrap_or_default() {
-                self.send_deltas_before(event.seq())?;
-                let seq = event.seq();
-                self.send(StreamItem::Event(event))?;
-                self.last_sent = Some(seq);
-                self.next_seq = seq + 1;
-            }
+            self.send_events_until(head)?;
         }
         self.send_deltas_before(self.next_seq)
+    }
+
+    /// Sends the events from `next_seq` up to `end` (exclusive), each after the chunks
+    /// and transient items that belong before it.
+    fn send_events_until(&mut self, end: u64) -> Result<(), Stop> {
+        if end <= self.next_seq {
+            return Ok(());
+        }
+        let events = self.session.with_log(|log| {
+            let start = usize::try_from(self.next_seq).unwrap_or(usize::MAX);
+            let end = usize::try_from(end).unwrap_or(usize::MAX);
+            log.events().get(start..end).map(<[_]>::to_vec)
+        });
+        for event in events.unwrap_or_default() {
+            self.send_deltas_before(event.seq())?;
+            let seq = event.seq();
+            self.send(StreamItem::Event(event))?;
+            self.last_sent = Some(seq);
+            self.next_seq = seq + 1;
+        }
+        Ok(())
     }
 
     /// Once the session is fenced (H-STORE-6), the events from `next_seq` on will

@@ -105,6 +105,9 @@ struct Shared {
     log: SessionLog,
     pending: VecDeque<Ticket<u64>>,
     fence: Option<StoreError>,
+    /// The highest stored head an append of this session was acknowledged with (the
+    /// loaded head to begin with): the events below it are durable.
+    durable: u64,
     slots: HashMap<String, Slot>,
 }
 
@@ -161,6 +164,7 @@ impl Session {
                 registry,
                 durability,
                 shared: ReentrantMutex::new(RefCell::new(Shared {
+                    durable: log.head(),
                     log,
                     pending: VecDeque::new(),
                     fence: None,
@@ -186,6 +190,18 @@ impl Session {
     /// The number of events (the next seq).
     pub fn head(&self) -> u64 {
         self.with_log(SessionLog::head)
+    }
+
+    /// How many of this session's events are known durable: the highest head the
+    /// store acknowledged one of its appends with. For a fenced session these are the
+    /// events that will ever be stored by it (its memory may hold more, which the store
+    /// refused); the store's own head may be further on once a reopened session of the
+    /// same id appended.
+    pub fn durable_head(&self) -> u64 {
+        let guard = self.inner.shared.lock();
+        let mut shared = guard.borrow_mut();
+        drain_settled(&mut shared);
+        shared.durable
     }
 
     /// Reads the in-memory log under the session's lock. Safe to call from observers.
@@ -304,12 +320,15 @@ impl Session {
                 }
                 Durability::PerAppend => {
                     let ticket = inner.store.append_awaited(&inner.header.id, seq, vec![row]);
-                    if let Err(cause) = ccare_store::wait_blocking(ticket) {
-                        shared.fence.get_or_insert(cause.clone());
-                        return Err(AppendError::Fenced {
-                            session: session(),
-                            cause,
-                        });
+                    match ccare_store::wait_blocking(ticket) {
+                        Ok(head) => shared.durable = shared.durable.max(head),
+                        Err(cause) => {
+                            shared.fence.get_or_insert(cause.clone());
+                            return Err(AppendError::Fenced {
+                                session: session(),
+                                cause,
+                            });
+                        }
                     }
                 }
             }
@@ -407,12 +426,21 @@ impl Session {
         // (a write whose ticket was dropped): logged, never a fence of this session.
         let flushed = flushed.await;
         let mut failure = None;
+        let mut acknowledged = 0;
         while let Some(ticket) = taken.tickets.front_mut() {
             let settled = ticket.as_mut().await;
             taken.tickets.pop_front();
-            if let Err(error) = settled {
-                failure.get_or_insert(error);
+            match settled {
+                Ok(head) => acknowledged = acknowledged.max(head),
+                Err(error) => {
+                    failure.get_or_insert(error);
+                }
             }
+        }
+        {
+            let guard = self.inner.shared.lock();
+            let mut shared = guard.borrow_mut();
+            shared.durable = shared.durable.max(acknowledged);
         }
         if let (Err(other), None) = (&flushed, &failure) {
             tracing::warn!(session = %self.id(), error = %other, "the store reported another writer's unreported write error; this session's writes are durable");
@@ -657,8 +685,9 @@ fn drain_settled(shared: &mut Shared) {
     while let Some(front) = shared.pending.front_mut() {
         match front.as_mut().poll(&mut context) {
             Poll::Pending => break,
-            Poll::Ready(Ok(_)) => {
+            Poll::Ready(Ok(head)) => {
                 shared.pending.pop_front();
+                shared.durable = shared.durable.max(head);
             }
             Poll::Ready(Err(error)) => {
                 shared.pending.pop_front();

@@ -238,14 +238,11 @@ async fn detail(context: &ServerContext, request: &RouteRequest) -> RouteReply {
             } else {
                 LiveState::Idle
             };
-            // A fenced session's memory holds events the store refused: the stored
-            // head is the session's.
+            // A fenced session's memory holds events the store refused: only the
+            // durable ones are the session's.
             let head = match &fence {
                 None => session.head(),
-                Some(_) => match sessions.store().session(&id).await {
-                    Ok(Some(record)) => record.head,
-                    _ => session.head(),
-                },
+                Some(_) => session.durable_head(),
             };
             let summary = summary_of(session.header(), head);
             (summary, state, open_calls, true, fence)

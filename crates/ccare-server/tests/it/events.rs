@@ -342,6 +342,24 @@ async fn api_3_a_turn_a_store_error_fenced_ends_with_idle_and_the_detail_names_t
     assert_eq!(series.status().as_u16(), 200);
 }
 
+/// A follower that connects to a fenced session (the web UI opening it) is sent every
+/// event the store holds, not nothing: the events before the refused one are durable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_3_a_follower_of_a_fenced_session_gets_its_stored_events() {
+    let (rig, _store, id, _sse, frames) = fenced_turn().await;
+    let stored = event_lines(&frames);
+    let mut late = Sse::open(&rig, &format!("/api/sessions/{id}/events"), None).await;
+    let mut got = Vec::new();
+    while got.len() < frames.iter().filter(|frame| frame.is_event()).count() {
+        let frame = late.next().await;
+        if frame.is_event() {
+            got.push(frame);
+        }
+    }
+    assert_eq!(event_lines(&got), stored);
+    assert_eq!(export_events(&export(&rig, &id).await), stored);
+}
+
 /// H-STORE-6 "reopening the session repairs it", over HTTP. A prompt to a session a
 /// store error fenced reopens it from the store. While the store still fails, the
 /// reopen's error is the answer and the session stays fenced. Once the store works,
