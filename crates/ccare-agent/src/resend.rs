@@ -39,21 +39,6 @@ pub fn mark_resend(message: &mut Message, original: &str) {
         .insert(RESENDS_FIELD.to_owned(), serde_json::Value::from(original));
 }
 
-/// The id of the user message that a new input with `content` would resend in
-/// `session`: the last user message on the surface after seq `after` (`None`: the
-/// whole log) when its content is `content` and no turn since it was answered.
-pub fn resendable(
-    session: &Session,
-    after: Option<u64>,
-    content: &[ContentBlock],
-) -> Option<String> {
-    let (original, ends_with_answer) = unanswered(session, after)?;
-    if original.content != content || ends_with_answer {
-        return None;
-    }
-    original.id
-}
-
 /// The last user message on the surface after seq `after` (`None`: the whole log)
 /// that no turn since answered, and whether the model's cut-short words follow it on
 /// the surface: what a client that got an error may send again, alone (a resend) or
@@ -61,9 +46,7 @@ pub fn resendable(
 pub fn unanswered(session: &Session, after: Option<u64>) -> Option<(Message, bool)> {
     session.with_log(|log| {
         let events = log.events();
-        let first = after.map_or(0, |after| {
-            events.partition_point(|event| event.seq() <= after)
-        });
+        let first = first_after(events, after);
         let (position, original) =
             events[first..]
                 .iter()
@@ -96,9 +79,7 @@ pub fn resendable_results(
     }
     session.with_log(|log| {
         let events = log.events();
-        let first = after.map_or(0, |after| {
-            events.partition_point(|event| event.seq() <= after)
-        });
+        let first = first_after(events, after);
         let since = &events[first..];
         let mut answered: Vec<(usize, String)> = since
             .iter()
@@ -128,6 +109,13 @@ pub fn resendable_results(
             .iter()
             .rev()
             .find_map(|event| original_message(event))
+    })
+}
+
+/// The index of the first of `events` after seq `after` (0 with `None`).
+fn first_after(events: &[std::sync::Arc<Event>], after: Option<u64>) -> usize {
+    after.map_or(0, |after| {
+        events.partition_point(|event| event.seq() <= after)
     })
 }
 

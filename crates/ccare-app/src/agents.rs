@@ -308,11 +308,10 @@ impl Agents {
     async fn reopen(&self, fenced: Actor) -> Result<(Actor, AgentHandle), Reopen> {
         let host = &self.shared.host;
         let id = fenced.agent.session().id().clone();
-        if let Err(error) = host.sessions().close(&id).await {
+        if let Err(error) = close_session(host, &id).await {
             // The fence's own error, most likely: nothing of it was checkpointed.
             tracing::debug!(session = %id, %error, "closing a fenced session");
         }
-        host.controls().unload(&id);
         let session = match host.sessions().open(&id).await {
             Ok(session) => session,
             Err(error) => {
@@ -607,15 +606,23 @@ impl Actor {
     async fn shut_down(self, host: &Host) -> Result<(), AppError> {
         let id = self.agent.session().id().clone();
         let flushed = self.agent.session().flush().await;
-        let closed = host.sessions().close(&id).await;
+        let closed = close_session(host, &id).await;
         drop(self.agent);
-        host.controls().unload(&id);
         let released = self.lease.release().await;
         tracing::debug!(session = %id, "session actor stopped");
         flushed.map_err(|error| AppError::Session(error.into()))?;
         closed?;
         released
     }
+}
+
+/// Closes the open session `id` (flushed, its projections checkpointed, observers told
+/// it closed) and forgets its rule controls in memory (the next start or reader loads
+/// them again): what stopping or replacing an actor leaves behind.
+async fn close_session(host: &Host, id: &SessionId) -> Result<(), AppError> {
+    let closed = host.sessions().close(id).await;
+    host.controls().unload(id);
+    Ok(closed?)
 }
 
 /// Stops actor `number` of `id` once it has been unused (no handle, no turn, no new

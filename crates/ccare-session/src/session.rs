@@ -333,16 +333,7 @@ impl Session {
                 }
             }
             if (seq + 1).is_multiple_of(CHECKPOINT_EVERY) {
-                let shared = &mut *shared;
-                // Only events known durable: one whose write then fails would be
-                // restored after a reopen gives its seq to another event (H-STORE-6).
-                // Each unsettled ticket stands for at most one event.
-                let unsettled = u64::try_from(shared.pending.len()).unwrap_or(u64::MAX);
-                let durable = shared.log.head().saturating_sub(unsettled);
-                let events = shared.log.events();
-                let durable = usize::try_from(durable)
-                    .map_or(events, |end| events.get(..end).unwrap_or(events));
-                checkpoint_slots(inner, durable, &mut shared.slots);
+                checkpoint_slots(inner, &mut shared);
             }
             event
         };
@@ -579,16 +570,10 @@ impl Session {
     /// returns its fence (H-STORE-6). A projection folded past those events (by an
     /// append made meanwhile) keeps its older checkpoint.
     pub async fn checkpoint_projections(&self) -> Result<(), StoreError> {
-        let durable = self.head();
         self.flush().await?;
         {
             let guard = self.inner.shared.lock();
-            let mut shared = guard.borrow_mut();
-            let shared = &mut *shared;
-            let events = shared.log.events();
-            let durable =
-                usize::try_from(durable).map_or(events, |end| events.get(..end).unwrap_or(events));
-            checkpoint_slots(&self.inner, durable, &mut shared.slots);
+            checkpoint_slots(&self.inner, &mut guard.borrow_mut());
         }
         self.flush().await
     }
@@ -612,11 +597,16 @@ fn checkpoint_key(session: &SessionId, projection: &str) -> String {
     format!("{session}/{projection}")
 }
 
-/// Folds every slot through `events` (a prefix of the log) and queues a checkpoint
-/// for the ones that moved; a slot already folded past `events` is left as it is.
-fn checkpoint_slots(inner: &Inner, events: &[Arc<Event>], slots: &mut HashMap<String, Slot>) {
-    let end = events.len() as u64;
-    for (key, slot) in slots.iter_mut() {
+/// Folds every slot through the events known durable ([`Shared::durable`]: one whose
+/// write then fails would be restored after a reopen gives its seq to another event,
+/// H-STORE-6) and queues a checkpoint for the ones that moved; a slot already folded
+/// past them is left as it is.
+fn checkpoint_slots(inner: &Inner, shared: &mut Shared) {
+    drain_settled(shared);
+    let end = shared.durable;
+    let events = shared.log.events();
+    let events = usize::try_from(end).map_or(events, |end| events.get(..end).unwrap_or(events));
+    for (key, slot) in shared.slots.iter_mut() {
         if slot.next_seq > end {
             continue;
         }

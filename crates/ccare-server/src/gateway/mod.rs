@@ -303,15 +303,16 @@ fn tool_results(
     Ok((results, Some(next)))
 }
 
-/// How many of the request's first new messages are those of a turn that failed
-/// after the last answer the client saw (the client sends them again, followed by new
-/// ones): the session logged them, as one user message with their blocks. 0 when none
-/// are, or when they are all the request adds (that is a resend).
-fn already_entered(found: &find::Found, new: &[wire::ChatMessage], seen: usize) -> usize {
-    let Some((original, _)) = resend::unanswered(found.handle.session(), Some(found.after_seq))
-    else {
-        return 0;
-    };
+/// How many of the request's first new messages are `original`, the user message a
+/// turn that failed after the last answer the client saw logged (the client sends them
+/// again, followed by new ones): the session logged them as one user message with
+/// their blocks. 0 when they are not, or when they are all the request adds (that is
+/// a resend).
+fn already_entered(
+    original: &ccare_core::Message,
+    new: &[wire::ChatMessage],
+    seen: usize,
+) -> usize {
     (1..new.len())
         .find(|&count| {
             new_message(&new[..count], seen)
@@ -339,11 +340,16 @@ fn resent_results(
     let original =
         resend::resendable_results(found.handle.session(), Some(found.after_seq), &call_ids?)?;
     // The resend's own message: a fresh id, the original's words.
+    Some((user_message(original.content)?, original.id?))
+}
+
+/// The kernel's user message (a fresh id, source `user`) with `content`.
+fn user_message(content: Vec<ContentBlock>) -> Option<ccare_core::Message> {
     let Command::UserInput { mut message, .. } = Command::prompt("") else {
         return None;
     };
-    message.content = original.content;
-    Some((message, original.id?))
+    message.content = content;
+    Some(message)
 }
 
 /// The message the session is given: the blocks of each new client message (system
@@ -458,12 +464,7 @@ fn new_message(new: &[wire::ChatMessage], seen: usize) -> Result<ccare_core::Mes
             "the new messages hold no user message to answer",
         ));
     }
-    // The kernel's user message (a fresh id, source `user`), with the client's blocks.
-    let Command::UserInput { mut message, .. } = Command::prompt("") else {
-        return Err(refusal::error(500, "INTERNAL", "a prompt is a user input"));
-    };
-    message.content = blocks;
-    Ok(message)
+    user_message(blocks).ok_or_else(|| refusal::error(500, "INTERNAL", "a prompt is a user input"))
 }
 
 async fn completions(
@@ -539,15 +540,30 @@ async fn completions(
         _ => None,
     };
     let input = if let Some((message, original)) = results_resent {
-        Input::Resend { message, original }
+        Input::Message {
+            message,
+            resends: Some(original),
+        }
     } else if awaiting.is_empty() {
-        // GW-3: the messages of a failed turn the client sends again before new ones
-        // are in the session already: only what follows them is new.
-        let entered = found
+        // GW-3: the user message a turn that failed after the client's last answer
+        // logged. Sent again before new ones, it is in the session already: only what
+        // follows it is new. Sent again alone (an SDK's retry of a 429, a retry after
+        // a store error or a timeout), it is resent, so the model reads it once.
+        let failed = found
             .as_ref()
-            .map_or(0, |found| already_entered(found, new, seen));
+            .and_then(|found| resend::unanswered(found.handle.session(), Some(found.after_seq)));
+        let entered = failed
+            .as_ref()
+            .map_or(0, |(original, _)| already_entered(original, new, seen));
         match new_message(&new[entered..], seen + entered) {
-            Ok(message) => Input::Message(message),
+            Ok(message) => {
+                let resends = failed
+                    .filter(|(original, cut_short)| {
+                        !cut_short && original.content == message.content
+                    })
+                    .and_then(|(original, _)| original.id);
+                Input::Message { message, resends }
+            }
             Err(reply) => return named(reply, &found),
         }
     } else {
@@ -556,7 +572,6 @@ async fn completions(
             Err(reply) => return named(reply, &found),
         }
     };
-    let continued = found.is_some();
     let (handle, marks, after_seq, prior) = match found {
         Some(found) => (found.handle, found.marks, found.after_seq, found.prior),
         None => {
@@ -589,17 +604,7 @@ async fn completions(
     };
     let session = handle.session().id().as_str().to_owned();
     let hidden = hidden_for(&body, &handle.agent().host().tool_names());
-    // GW-3: a request that sends again the message a failed turn logged (an SDK's
-    // retry of a 429, a retry after a store error or a timeout) resends it, so the
-    // model reads it once.
-    let resends = match &input {
-        Input::Message(message) if continued => {
-            resend::resendable(handle.session(), Some(after_seq), &message.content)
-        }
-        Input::Resend { original, .. } => Some(original.clone()),
-        _ => None,
-    };
-    let resent = |mut message: ccare_core::Message| {
+    let resent = |mut message: ccare_core::Message, resends: Option<String>| {
         if let Some(original) = &resends {
             resend::mark_resend(&mut message, original);
         }
@@ -607,21 +612,21 @@ async fn completions(
     };
     let (command, read_next) = match input {
         Input::Results(results, next) => (Command::ToolResults(results), next),
-        Input::Message(message) | Input::Resend { message, .. } if tools.is_empty() => (
+        Input::Message { message, resends } if tools.is_empty() => (
             Command::UserInput {
-                message: resent(message),
+                message: resent(message, resends),
                 options: None,
             },
             None,
         ),
-        Input::Message(message) | Input::Resend { message, .. } => {
+        Input::Message { message, resends } => {
             // The kernel's message declaring the tools (names checked against the
             // host tools a gateway session offers), with the client's blocks.
             match crate::api::commands::message_with_tools(&handle, String::new(), tools, &hidden) {
                 Ok(mut declared) => {
                     declared.content = message.content;
                     let command = Command::UserInput {
-                        message: resent(declared),
+                        message: resent(declared, resends),
                         options: None,
                     };
                     (command, None)
@@ -836,15 +841,13 @@ fn created_here(meta_json: &str) -> bool {
 
 /// What the request gives the session.
 enum Input {
-    /// A new user message.
-    Message(ccare_core::Message),
-    /// A resend of the logged user message a failed turn answered (its results were
-    /// sent again).
-    Resend {
-        /// The resend, with the original's words.
+    /// A user message: a new one, or a resend of the logged user message a failed turn
+    /// answered ([`resend`]).
+    Message {
+        /// The message.
         message: ccare_core::Message,
-        /// The id of the message it resends.
-        original: String,
+        /// The id of the message it resends, when it is a resend.
+        resends: Option<String>,
     },
     /// The results of the calls it awaits, and what the client wrote after them.
     Results(Vec<CallerResult>, Option<ccare_core::Message>),
