@@ -55,7 +55,7 @@ pub(super) async fn request_step(
         // RC-8: the controls epoch this request is prepared under, rechecked before the
         // stream starts.
         let controls = &agent.inner.host.controls;
-        let epoch = controls.epoch(agent.inner.session.id());
+        let epoch = controls.epoch_token(agent.inner.session.id());
         // Request-only messages follow every surface message, on this request only.
         let mut segment_messages = Vec::new();
         let mut reserved = Vec::new();
@@ -98,7 +98,7 @@ pub(super) async fn request_step(
             }
         }
         let control_changed =
-            refused.is_none() && controls.epoch(agent.inner.session.id()) != epoch;
+            refused.is_none() && controls.epoch_token(agent.inner.session.id()) != epoch;
         if control_changed {
             refused = Some(
                 LlmFailure::new(

@@ -73,6 +73,27 @@ impl std::fmt::Debug for Controls {
     }
 }
 
+/// A session's controls epoch (spec RC-7) as its three parts; it displays as the
+/// epoch string `generation:prefEpoch:hasFailure` ([`Controls::epoch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ControlsEpoch {
+    generation: u64,
+    revision: u64,
+    failed: bool,
+}
+
+impl std::fmt::Display for ControlsEpoch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}:{}",
+            self.generation,
+            self.revision,
+            u8::from(self.failed)
+        )
+    }
+}
+
 impl Controls {
     /// Controls persisted in `store`, with no sources and no sessions loaded.
     pub fn new(store: Arc<dyn Store>) -> Self {
@@ -196,16 +217,22 @@ impl Controls {
     /// - `prefEpoch` is the session's revision (the epoch its last patch wrote);
     /// - `hasFailure` is `1` while the session reports `storage-unavailable`, else `0`.
     pub fn epoch(&self, session: &SessionId) -> String {
+        self.epoch_token(session).to_string()
+    }
+
+    /// [`Controls::epoch`] as a value that compares without formatting: what a caller
+    /// that checks the epoch often (on every streamed chunk, before every dispatch)
+    /// keeps. Its `Display` is the epoch string.
+    pub fn epoch_token(&self, session: &SessionId) -> ControlsEpoch {
         let state = self.inner.state.read();
         let (generation, revision) = state.sessions.get(session).map_or((0, 0), |controls| {
             (controls.generation, controls.row.revision)
         });
-        let failed = state.usable(session).is_none();
-        format!(
-            "{}:{revision}:{}",
-            state.catalog_generation + generation,
-            u8::from(failed)
-        )
+        ControlsEpoch {
+            generation: state.catalog_generation + generation,
+            revision,
+            failed: state.usable(session).is_none(),
+        }
     }
 
     /// The session's controls for the UI (spec RC-9). `sample` is not part of it: the

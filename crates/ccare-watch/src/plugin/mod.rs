@@ -31,7 +31,7 @@ pub mod tool_loop;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use ccare_agent::controls::{ControlAction, ControlRule, ControlSource, Controls};
+use ccare_agent::controls::{ControlAction, ControlRule, ControlSource, Controls, ControlsEpoch};
 use ccare_agent::{
     BoxFuture, HookContext, HookError, MountError, Plugin, PluginScope, PreStepDecision,
     PreStepHook, PreStepInput, PreStepNext, StreamContext, StreamObserver, StreamVerdict,
@@ -119,7 +119,7 @@ struct AgentWatch {
     /// The `(call, attempt)` being read; a new one starts the engine afresh.
     attempt: Option<(String, u32)>,
     /// The controls epoch the engine was last told.
-    epoch: Option<String>,
+    epoch: Option<ControlsEpoch>,
     /// Calls this watch aborted: their replies are not healthy.
     aborted_calls: HashSet<String>,
     /// Calls whose output loop this watch already handled (noticed or aborted): the
@@ -425,18 +425,24 @@ impl StreamObserver for WatchStream {
         };
         let watch = &self.0;
         let session = &context.session;
-        let epoch = watch.controls.epoch(session);
+        // Nothing here allocates on a chunk like the last one: same attempt, same epoch.
+        let epoch = watch.controls.epoch_token(session);
         let mut agents = watch.agents.lock();
         let agent = watch.agent(&mut agents, session);
-        let attempt = (context.call_id.clone(), context.attempt);
-        if agent.attempt.as_ref() != Some(&attempt) {
-            agent.attempt = Some(attempt);
+        let same_attempt = agent
+            .attempt
+            .as_ref()
+            .is_some_and(|(call, attempt)| *call == context.call_id && *attempt == context.attempt);
+        if !same_attempt {
+            agent.attempt = Some((context.call_id.clone(), context.attempt));
             agent.engine.observe(Frame::Start);
         }
-        if agent.epoch.as_deref() != Some(epoch.as_str()) {
-            agent.engine.set_controls(&epoch, |trigger, action| {
-                watch.enabled(session, &rule_of(trigger), action.as_str())
-            });
+        if agent.epoch != Some(epoch) {
+            agent
+                .engine
+                .set_controls(&epoch.to_string(), |trigger, action| {
+                    watch.enabled(session, &rule_of(trigger), action.as_str())
+                });
             agent.epoch = Some(epoch);
         }
         let firings = agent.engine.observe(frame);
