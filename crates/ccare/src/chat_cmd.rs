@@ -29,7 +29,7 @@
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::time::{Duration, Instant};
 
-use ccare_agent::{Agent, CancelCause, Command, EventStream, LiveChunk, StreamItem};
+use ccare_agent::{Agent, CancelCause, Command, CommandError, EventStream, LiveChunk, StreamItem};
 use ccare_core::kinds::{self, AssistantMessage, ToolResult, TurnEnd, TurnEndReason};
 use ccare_core::{ContentBlock, Event, TokenUsage, ToolCallBlock};
 use ccare_llm::Chunk;
@@ -40,7 +40,7 @@ use tokio::sync::mpsc;
 
 use crate::Failure;
 use crate::output::rfc3339_utc;
-use ccare_app::{Agents, Booted};
+use ccare_app::{AgentHandle, Agents, Booted, WhenBusy};
 
 /// The commands the banner and the help name.
 const HINT: &str = "Ctrl-C cancels a running answer; /status /sessions /quit";
@@ -80,19 +80,21 @@ pub(crate) async fn run(
     let mut interrupts = spawn_interrupt_listener();
     let mut chat = Chat {
         booted,
+        agents,
         // Only what happens from now on: the log so far is not shown again.
         stream: agent.subscribe_from(session.head().checked_sub(1)),
         last_seq: session.head().checked_sub(1),
         shown: String::new(),
         lagged: false,
         agent,
-        session: session.clone(),
+        session,
+        handle,
         screen: Screen::new(),
         cancelling: false,
     };
     let outcome = chat.repl(&mut lines, &mut interrupts).await;
     // Flushes the log and releases the lease.
-    let released = agents.stop(handle).await;
+    let released = agents.stop(chat.handle).await;
     outcome?;
     released.map_err(Failure::failed)
 }
@@ -107,6 +109,10 @@ enum Exit {
 
 struct Chat<'a> {
     booted: &'a Booted,
+    agents: &'a Agents,
+    /// The chat's use of the session's actor: a new one once a fenced session is
+    /// reopened.
+    handle: AgentHandle,
     agent: Agent,
     session: Session,
     /// The agent's ordered stream (ACT-4): durable events, chunks between them, idle.
@@ -193,12 +199,20 @@ impl Chat<'_> {
         interrupts: &mut mpsc::UnboundedReceiver<()>,
     ) -> Result<Option<Exit>, Failure> {
         self.cancelling = false;
+        if !self.reopen_if_fenced().await {
+            return Ok(None);
+        }
         let agent = self.agent.clone();
         // Acknowledged once durable in the session's inbox (ACT-2).
-        agent
-            .send(Command::prompt(text))
-            .await
-            .map_err(Failure::failed)?;
+        match agent.send(Command::prompt(text)).await {
+            Ok(_) => {}
+            // The store refused the inbox row: nothing was queued, the chat goes on.
+            Err(error @ CommandError::Inbox { .. }) => {
+                eprintln!("error: the message was not sent: {error}");
+                return Ok(None);
+            }
+            Err(error) => return Err(Failure::failed(error)),
+        }
         let idle = agent.when_idle();
         tokio::pin!(idle);
         let mut canceller: Option<tokio::task::JoinHandle<()>> = None;
@@ -236,7 +250,50 @@ impl Chat<'_> {
         }
         self.drain().map_err(Failure::failed)?;
         self.screen.close().map_err(Failure::failed)?;
+        if let Some(error) = self.session.fence() {
+            eprintln!(
+                "[store error: {error}] The answer above, and anything this turn wrote \
+                 after the error, was not stored. Your next message reopens the session \
+                 from the store."
+            );
+        }
         Ok(exit)
+    }
+
+    /// A session a store error fenced (H-STORE-6) is reopened from the store before
+    /// the next prompt: the actor is replaced by one on the repaired session (the
+    /// interrupted turn ended), and the chat follows it from there. False, said on
+    /// stderr, when it cannot be (the store still fails): the prompt is not sent.
+    async fn reopen_if_fenced(&mut self) -> bool {
+        if self.session.fence().is_none() {
+            return true;
+        }
+        let id = self.session.id().clone();
+        let handle = match self.agents.get_or_reopen(&id, WhenBusy::Fail).await {
+            Ok(handle) => handle,
+            Err(error) => {
+                eprintln!(
+                    "error: the session could not be reopened: {error}; the message was not sent"
+                );
+                return false;
+            }
+        };
+        if let Some(error) = handle.session().fence() {
+            eprintln!("error: the session is still fenced: {error}; the message was not sent");
+            return false;
+        }
+        self.agent = handle.agent().clone();
+        self.session = handle.session().clone();
+        self.handle = handle;
+        let last = self.session.head().checked_sub(1);
+        self.stream = self.agent.subscribe_from(last);
+        self.last_seq = last;
+        self.shown.clear();
+        self.lagged = false;
+        eprintln!(
+            "(session reopened from the store; the turn the store error stopped is marked interrupted)"
+        );
+        true
     }
 
     /// Stdout or stderr stopped taking output (the reader of a pipe left): the running
@@ -256,9 +313,16 @@ impl Chat<'_> {
         Ok(())
     }
 
-    /// Whether every event of the log has been shown.
+    /// Whether every event of the log has been shown. Once a store error fenced the
+    /// session, only what the store acknowledged will ever be shown: the events past
+    /// it in memory were refused.
     fn caught_up(&self) -> bool {
-        self.last_seq.map_or(0, |seq| seq + 1) >= self.session.head()
+        let head = if self.session.fence().is_some() {
+            self.session.durable_head()
+        } else {
+            self.session.head()
+        };
+        self.last_seq.map_or(0, |seq| seq + 1) >= head
     }
 
     /// Shows one item of the ordered stream. A lagged stream is resubscribed from the

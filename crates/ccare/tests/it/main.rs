@@ -6,6 +6,7 @@
 mod boot;
 mod care;
 mod chat;
+mod chat_recovery;
 mod cli;
 mod context_read;
 mod context_undo;
