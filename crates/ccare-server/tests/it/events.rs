@@ -342,6 +342,58 @@ async fn api_3_a_turn_a_store_error_fenced_ends_with_idle_and_the_detail_names_t
     assert_eq!(series.status().as_u16(), 200);
 }
 
+/// A reply asking for a caller-executed tool that the store refuses opens no call: the
+/// fenced session's detail offers no call that tool results could answer (the reopen
+/// those results would trigger ends that turn as interrupted), and the session reads
+/// idle, not awaiting tools.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_3_a_fenced_sessions_detail_opens_no_call_of_a_refused_reply() {
+    let rig = Rig::start_with(crate::rig::RigOptions {
+        failing: true,
+        ..crate::rig::RigOptions::default()
+    })
+    .await;
+    let store = rig.failing.clone().expect("the rig serves a failing store");
+    rig.fake.push(Reply::Chunks(
+        ccare_fake_openai::Script::new()
+            .tool_call(0, Some("call_1"), Some("lookup"), "{\"q\":\"x\"}")
+            .finish("tool_calls"),
+    ));
+    let id = create_session(&rig).await;
+    let mut sse = Sse::open(&rig, &format!("/api/sessions/{id}/events"), None).await;
+    store.fail(
+        ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
+    );
+    let response = rig
+        .post_json(
+            &format!("/api/sessions/{id}/messages"),
+            &json!({
+                "text": "look it up",
+                "tools": [{
+                    "name": "lookup",
+                    "description": "Looks a thing up.",
+                    "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}
+                }]
+            }),
+        )
+        .await;
+    assert_eq!(response.status().as_u16(), 202);
+    let frames = sse.until_idle().await;
+    assert!(
+        !frames
+            .iter()
+            .any(|frame| frame.event == "assistant/message"),
+        "{frames:?}"
+    );
+    let detail: Value = rig.get_json(&format!("/api/sessions/{id}")).await;
+    assert_eq!(
+        detail["fence"], "store append failed: disk full",
+        "{detail}"
+    );
+    assert_eq!(detail["openCalls"], json!([]), "{detail}");
+    assert_eq!(detail["state"], "idle", "{detail}");
+}
+
 /// A follower that connects to a fenced session (the web UI opening it) is sent every
 /// event the store holds, not nothing: the events before the refused one are durable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
