@@ -27,6 +27,7 @@ use ccare_app::AgentHandle;
 use ccare_core::kinds::{AssistantReply, CancelCause, TurnEnd, TurnEndReason, TurnFailure};
 use ccare_core::{ContentBlock, LlmFailure, TokenUsage};
 use ccare_llm::Chunk;
+use ccare_session::AppendError;
 use tokio::sync::mpsc;
 
 use crate::gateway::view::{
@@ -174,11 +175,13 @@ pub(crate) async fn follow(
                             conclude(&mut outcome, reason);
                         }
                         if outcome.failure.is_none() {
-                            outcome.failure = Some(host_failure(
-                                500,
-                                "SESSION_FENCED",
-                                &fence.to_string(),
-                            ));
+                            // Named as an append to the session fails, as the API names it.
+                            let fenced = AppendError::Fenced {
+                                session: handle.session().id().clone(),
+                                cause: fence,
+                            };
+                            outcome.failure =
+                                Some(host_failure(500, fenced.code(), &fenced.to_string()));
                         }
                         break;
                     }

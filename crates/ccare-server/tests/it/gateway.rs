@@ -207,6 +207,26 @@ async fn gw_6_an_answer_that_cannot_be_stored_is_500_not_a_hang() {
     assert_eq!(rig.fake.requests().len(), 1);
 }
 
+/// The same when only the turn's end cannot be stored (the answer was): the agent saw
+/// the turn complete, but no `turn/end` will ever be logged, so the answer is 500
+/// named as the session names the fence, like every other fenced answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gw_6_an_answer_whose_turn_end_cannot_be_stored_is_500_naming_the_fence() {
+    let (rig, store) = failing_rig().await;
+    store.fail(ccare_store::testing::Fault::appends("disk full").containing("\"turn/end\""));
+    rig.fake.push(Reply::text("Hello"));
+    let body = json!({"model": "fake/model", "messages": conversation("be brief", "hi")});
+    let response = answered(chat(&rig, &body)).await;
+    let session = session_of(&response);
+    assert_eq!(response.status().as_u16(), 500);
+    let error: Value = response.json().await.unwrap();
+    assert_eq!(error["error"]["code"], "SESSION_FENCED", "{error}");
+    assert_eq!(
+        error["error"]["message"],
+        format!("session {session} is fenced after a store error: store append failed: disk full"),
+    );
+}
+
 /// H-STORE-6 through the gateway: the conversation whose turn a store error fenced is
 /// answered again once the store works. The client's retry of the failed request
 /// continues the same session, which is reopened from the store (its fenced turn
