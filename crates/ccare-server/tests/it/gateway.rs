@@ -189,21 +189,7 @@ async fn content_of(response: reqwest::Response) -> String {
 /// store; the client is not left waiting.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_6_an_answer_that_cannot_be_stored_is_500_not_a_hang() {
-    let (rig, store) = failing_rig().await;
-    store.fail(
-        ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
-    );
-    rig.fake.push(Reply::text("Hello"));
-    let body = json!({"model": "fake/model", "messages": conversation("be brief", "hi")});
-    let response = answered(chat(&rig, &body)).await;
-    let session = session_of(&response);
-    assert_eq!(response.status().as_u16(), 500);
-    let error: Value = response.json().await.unwrap();
-    assert_eq!(error["error"]["code"], "SESSION_FENCED", "{error}");
-    assert_eq!(
-        error["error"]["message"],
-        format!("session {session} is fenced after a store error: store append failed: disk full"),
-    );
+    let rig = answer_fenced_at("\"assistant/message\"").await;
     assert_eq!(rig.fake.requests().len(), 1);
 }
 
@@ -212,8 +198,15 @@ async fn gw_6_an_answer_that_cannot_be_stored_is_500_not_a_hang() {
 /// named as the session names the fence, like every other fenced answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_6_an_answer_whose_turn_end_cannot_be_stored_is_500_naming_the_fence() {
+    answer_fenced_at("\"turn/end\"").await;
+}
+
+/// Asks a new conversation's question ("hi", answered "Hello") while the disk refuses
+/// the session's append containing `refused`, and checks the answer: 500
+/// `SESSION_FENCED` naming the session and the store's error.
+async fn answer_fenced_at(refused: &str) -> Rig {
     let (rig, store) = failing_rig().await;
-    store.fail(ccare_store::testing::Fault::appends("disk full").containing("\"turn/end\""));
+    store.fail(ccare_store::testing::Fault::appends("disk full").containing(refused));
     rig.fake.push(Reply::text("Hello"));
     let body = json!({"model": "fake/model", "messages": conversation("be brief", "hi")});
     let response = answered(chat(&rig, &body)).await;
@@ -225,6 +218,7 @@ async fn gw_6_an_answer_whose_turn_end_cannot_be_stored_is_500_naming_the_fence(
         error["error"]["message"],
         format!("session {session} is fenced after a store error: store append failed: disk full"),
     );
+    rig
 }
 
 /// H-STORE-6 through the gateway: the conversation whose turn a store error fenced is

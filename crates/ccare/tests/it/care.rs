@@ -11,7 +11,9 @@ use serde_json::Value;
 
 use crate::run::{ccare_async, text};
 
-fn write_config(dir: &Path, base_url: &str) {
+/// Writes `ccare.toml` in `dir`: the default profile on the fake server at `base_url`
+/// (a 16 000-token window, a 2 s stream idle timeout).
+pub(crate) fn write_config(dir: &Path, base_url: &str) {
     write_config_with_window(dir, base_url, 16_000);
 }
 

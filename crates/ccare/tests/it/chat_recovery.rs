@@ -119,33 +119,6 @@ impl Drop for LiveChat {
     }
 }
 
-/// A config that sends the chat's requests to `server`.
-fn fake_config(dir: &Path, server: &FakeServer) -> std::path::PathBuf {
-    let config = dir.join("ccare.toml");
-    std::fs::write(
-        &config,
-        format!(
-            r#"
-[agent]
-model = "local/fake-model"
-
-[providers.local]
-kind = "openai"
-base_url = "{}"
-api_key_env = "FAKE_KEY"
-idle_timeout_ms = 60000
-
-[models."local/fake-model"]
-context_window = 16000
-max_output_tokens = 1024
-"#,
-            server.base_url()
-        ),
-    )
-    .unwrap();
-    config
-}
-
 /// The user and assistant texts of an upstream request, in order.
 fn transcript(body: &Value) -> Vec<String> {
     body["messages"]
@@ -182,8 +155,8 @@ async fn h_store_6_the_next_prompt_in_a_chat_reopens_a_session_a_store_error_fen
     ));
     server.push(Reply::text("Back again."));
     let dir = tempfile::tempdir().unwrap();
-    let config = fake_config(dir.path(), &server);
-    let mut chat = LiveChat::start(dir.path(), &config);
+    crate::care::write_config(dir.path(), &server.base_url());
+    let mut chat = LiveChat::start(dir.path(), &dir.path().join("ccare.toml"));
     chat.wait_for("the banner", Duration::from_secs(30), |_, stderr| {
         stderr.contains("Ctrl-C cancels")
     })
