@@ -25,6 +25,13 @@
 //! until the attempt's committed `assistant/message`, which supplies the rest of the
 //! text: stdout gets the whole answer, each character once (dropped reasoning on
 //! stderr is not made up for).
+//!
+//! A store error (H-STORE-6) fences the session: the turn stops, and the chat says on
+//! stderr that what the turn wrote after the error was not stored. The next prompt
+//! reopens the session from the store (`Agents::get_or_reopen`, which repairs the
+//! stopped turn) and the chat follows the new actor; while the store still fails, the
+//! prompt is not sent and the chat goes on, as it does when the store refuses a
+//! prompt's inbox row.
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::time::{Duration, Instant};
