@@ -18,6 +18,23 @@ async fn chat(rig: &Rig, body: &Value) -> reqwest::Response {
     rig.post_json(CHAT, body).await
 }
 
+/// Asks `history` with the weather tool and appends the answer's message to it, as a
+/// client does before sending its tool results; returns the response's session.
+async fn ask_weather(rig: &Rig, history: &mut Value) -> String {
+    let response = chat(
+        rig,
+        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
+    )
+    .await;
+    let session = session_of(&response);
+    let answer: Value = response.json().await.unwrap();
+    history
+        .as_array_mut()
+        .unwrap()
+        .push(answer["choices"][0]["message"].clone());
+    session
+}
+
 /// The session a gateway response names in `x-ccare-session` (GW-7).
 pub(crate) fn session_of(response: &reqwest::Response) -> String {
     response
@@ -1527,15 +1544,8 @@ async fn gw_4_tool_results_followed_by_the_clients_words_resume_the_turn_with_bo
         .push(Reply::Chunks(paris_and_rome_calls().finish("tool_calls")));
     rig.fake.push(Reply::text("Both sunny"));
     let mut history = conversation("be brief", "weather?");
-    let first = chat(
-        &rig,
-        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
-    )
-    .await;
-    let session = session_of(&first);
-    let answer: Value = first.json().await.unwrap();
+    let session = ask_weather(&rig, &mut history).await;
     let messages = history.as_array_mut().unwrap();
-    messages.push(answer["choices"][0]["message"].clone());
     // A result before the other call's result is answered is refused.
     let mut early = messages.clone();
     early.push(json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny in Paris"}));
@@ -2331,24 +2341,11 @@ async fn gw_3_a_trimmed_transcript_with_tool_calls_starts_a_session_with_them_as
     ));
     rig.fake.push(Reply::text("Sunny in Paris"));
     let mut history = conversation("be brief", "weather in Paris?");
-    let first = chat(
-        &rig,
-        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
-    )
-    .await;
-    let old_session = session_of(&first);
-    let answer: Value = first.json().await.unwrap();
+    let old_session = ask_weather(&rig, &mut history).await;
     let messages = history.as_array_mut().unwrap();
-    messages.push(answer["choices"][0]["message"].clone());
     messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny"}));
-    let second = chat(
-        &rig,
-        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
-    )
-    .await;
-    let answer: Value = second.json().await.unwrap();
+    ask_weather(&rig, &mut history).await;
     let messages = history.as_array_mut().unwrap();
-    messages.push(answer["choices"][0]["message"].clone());
     messages.push(json!({"role": "user", "content": "and Rome?"}));
     // The client drops its oldest user message.
     messages.remove(1);
@@ -3280,15 +3277,8 @@ async fn gw_3_a_retry_of_tool_results_whose_turn_failed_runs_the_turn_again() {
     rig.fake
         .push(Reply::Chunks(paris_and_rome_calls().finish("tool_calls")));
     let mut history = conversation("be brief", "weather?");
-    let first = chat(
-        &rig,
-        &json!({"model": "fake/model", "messages": history, "tools": weather_tool()}),
-    )
-    .await;
-    let session = session_of(&first);
-    let answer: Value = first.json().await.unwrap();
+    let session = ask_weather(&rig, &mut history).await;
     let messages = history.as_array_mut().unwrap();
-    messages.push(answer["choices"][0]["message"].clone());
     messages.push(json!({"role": "tool", "tool_call_id": "call_2", "content": "sunny in Rome"}));
     messages.push(json!({"role": "tool", "tool_call_id": "call_1", "content": "sunny in Paris"}));
     let body = json!({"model": "fake/model", "messages": history, "tools": weather_tool()});
