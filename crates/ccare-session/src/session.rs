@@ -204,6 +204,20 @@ impl Session {
         shared.durable
     }
 
+    /// The head a reader of the session counts: [`Session::head`], or, once a store
+    /// error fenced it, [`Session::durable_head`] (the events in memory past it were
+    /// refused and will never be stored or sent).
+    pub fn kept_head(&self) -> u64 {
+        let guard = self.inner.shared.lock();
+        let mut shared = guard.borrow_mut();
+        drain_settled(&mut shared);
+        if shared.fence.is_some() {
+            shared.durable
+        } else {
+            shared.log.head()
+        }
+    }
+
     /// Reads the in-memory log under the session's lock. Safe to call from observers.
     pub fn with_log<T>(&self, read: impl FnOnce(&SessionLog) -> T) -> T {
         let guard = self.inner.shared.lock();

@@ -324,12 +324,7 @@ impl Chat<'_> {
     /// session, only what the store acknowledged will ever be shown: the events past
     /// it in memory were refused.
     fn caught_up(&self) -> bool {
-        let head = if self.session.fence().is_some() {
-            self.session.durable_head()
-        } else {
-            self.session.head()
-        };
-        self.last_seq.map_or(0, |seq| seq + 1) >= head
+        self.last_seq.map_or(0, |seq| seq + 1) >= self.session.kept_head()
     }
 
     /// Shows one item of the ordered stream. A lagged stream is resubscribed from the

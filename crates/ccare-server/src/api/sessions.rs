@@ -240,11 +240,7 @@ async fn detail(context: &ServerContext, request: &RouteRequest) -> RouteReply {
             };
             // A fenced session's memory holds events the store refused: only the
             // durable ones are the session's.
-            let head = match &fence {
-                None => session.head(),
-                Some(_) => session.durable_head(),
-            };
-            let summary = summary_of(session.header(), head);
+            let summary = summary_of(session.header(), session.kept_head());
             (summary, state, open_calls, true, fence)
         }
         None => {
