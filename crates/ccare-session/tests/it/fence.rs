@@ -186,10 +186,15 @@ async fn h_store_6_another_writers_unreported_error_does_not_fence_a_session_wit
 
 /// The sessions of a store whose creations can be made to fail or held.
 fn sessions_over(store: &Arc<FailingStore<SqliteStore>>) -> Sessions {
+    sessions_with(store, Registry::with_host_defaults())
+}
+
+/// The sessions of `store` over `registry`.
+fn sessions_with(store: &Arc<FailingStore<SqliteStore>>, registry: Registry) -> Sessions {
     Sessions::new(
         Arc::clone(store) as Arc<dyn Store>,
         Arc::new(ManualClock::new(1_000)),
-        Arc::new(Registry::with_host_defaults()),
+        Arc::new(registry),
         SessionsConfig::default(),
     )
 }
@@ -293,12 +298,7 @@ impl Projection for UserTexts {
 fn sessions_with_texts(store: &Arc<FailingStore<SqliteStore>>) -> Sessions {
     let registry = Registry::with_host_defaults();
     registry.register_projection(erase(UserTexts)).unwrap();
-    Sessions::new(
-        Arc::clone(store) as Arc<dyn Store>,
-        Arc::new(ManualClock::new(1_000)),
-        Arc::new(registry),
-        SessionsConfig::default(),
-    )
+    sessions_with(store, registry)
 }
 
 /// A fenced session's memory holds an event the store refused. Closing it must not
