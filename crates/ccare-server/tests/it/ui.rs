@@ -390,15 +390,7 @@ async fn ui_1_in_a_browser_log_in_start_a_session_see_the_answer_stream_and_the_
     );
 
     // A prompt: the user's message, then the answer streaming, then committed.
-    let input = client.find(Locator::Id("input")).await.unwrap();
-    input.send_keys("Say something").await.unwrap();
-    client
-        .find(Locator::Id("send"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    send_message(&client, "Say something").await;
     let user = eventually("the user message", || {
         text_of(&client, ".message.user .text")
     })
@@ -688,6 +680,13 @@ pub(crate) async fn click(client: &Client, css: &str) {
         .unwrap();
 }
 
+/// Types `text` into the chat's input and presses Send.
+pub(crate) async fn send_message(client: &Client, text: &str) {
+    let input = client.find(Locator::Id("input")).await.unwrap();
+    input.send_keys(text).await.unwrap();
+    click(client, "#send").await;
+}
+
 /// Waits until the element matching `css` reads `expected`.
 pub(crate) async fn until_text(client: &Client, css: &str, expected: &str) {
     let what = format!("{css} to read {expected:?}");
@@ -902,9 +901,7 @@ async fn kd_2_ui_3_a_loop_is_stopped_by_stream_watch_its_notice_is_located_and_t
     open_in_english(&client, &rig, &id).await;
 
     // KD-2: the looping answer is cut, and the chat says the stream watch stopped it.
-    let input = client.find(Locator::Id("input")).await.unwrap();
-    input.send_keys("Write it").await.unwrap();
-    click(&client, "#send").await;
+    send_message(&client, "Write it").await;
     let stop = eventually("the stop note", || {
         text_of(&client, ".message.assistant.stopped .stop")
     })

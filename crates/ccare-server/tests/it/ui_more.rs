@@ -17,7 +17,7 @@ use crate::events::{Sse, create_session, export, export_events, prompt};
 use crate::rig::Rig;
 use crate::ui::{
     browser, browser_programs, browser_with, click, count_of, eventually, log_in, open_in_english,
-    screenshot, start_driver, text_of, until_text,
+    screenshot, send_message, start_driver, text_of, until_text,
 };
 
 /// WebDriver's key codes.
@@ -854,21 +854,7 @@ async fn ui_a_fenced_session_says_so_and_a_message_from_the_page_reopens_it() {
         ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
     );
     rig.fake.push(Reply::text("Never stored"));
-    let send = |text: &'static str| {
-        let client = client.clone();
-        async move {
-            let input = client.find(Locator::Id("input")).await.unwrap();
-            input.send_keys(text).await.unwrap();
-            client
-                .find(Locator::Id("send"))
-                .await
-                .unwrap()
-                .click()
-                .await
-                .unwrap();
-        }
-    };
-    send("First try").await;
+    send_message(&client, "First try").await;
     until_text(
         &client,
         "#chat-error",
@@ -883,7 +869,7 @@ async fn ui_a_fenced_session_says_so_and_a_message_from_the_page_reopens_it() {
     screenshot(&client, "ui_fenced_session.png").await;
     store.heal();
     rig.fake.push(Reply::text("Back again"));
-    send("Second try").await;
+    send_message(&client, "Second try").await;
     until_text(
         &client,
         ".message.assistant:not(.streaming) .text",
