@@ -2602,27 +2602,10 @@ pub(crate) fn sdk_python() -> Option<std::path::PathBuf> {
     python_venv("gateway-venv", &[OPENAI_SDK])
 }
 
-/// Runs `script` with `python` against the rig's gateway (`GW_BASE`, `GW_TOKEN`);
+/// Runs `script` with `python -c` against the rig's gateway (`GW_BASE`, `GW_TOKEN`);
 /// fails the test unless it exits 0, and returns the JSON it printed.
 async fn run_python(python: std::path::PathBuf, script: &'static str, rig: &Rig) -> Value {
-    let (base, token) = (rig.base.clone(), rig.token.clone());
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(python)
-            .args(["-c", script])
-            .env("GW_BASE", base)
-            .env("GW_TOKEN", token)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_str(stdout.trim()).unwrap()
+    run_program(rig, python, vec!["-c".into(), script.into()], Vec::new()).await
 }
 
 /// The upstream replies both SDK scripts (Python and Node) walk through, in order: a
@@ -2985,10 +2968,21 @@ pub(crate) async fn run_client(
     script: &str,
     envs: Vec<(&'static str, String)>,
 ) -> Value {
-    let (base, token, script) = (rig.base.clone(), rig.token.clone(), client_script(script));
+    run_program(rig, program, vec![client_script(script).into()], envs).await
+}
+
+/// Runs `program args` against the rig (`GW_BASE`, `GW_TOKEN`, then `envs`), asserting
+/// it exits 0, and decodes the one JSON object it prints.
+async fn run_program(
+    rig: &Rig,
+    program: std::path::PathBuf,
+    args: Vec<std::ffi::OsString>,
+    envs: Vec<(&'static str, String)>,
+) -> Value {
+    let (base, token) = (rig.base.clone(), rig.token.clone());
     let output = tokio::task::spawn_blocking(move || {
         std::process::Command::new(program)
-            .arg(script)
+            .args(args)
             .env("GW_BASE", base)
             .env("GW_TOKEN", token)
             .envs(envs)
