@@ -393,11 +393,7 @@ impl Host {
     /// A handle for model calls made outside a step's conversation request, shaped by
     /// the request hooks and segments (see [`SideRequests`]).
     pub fn side_requests(&self) -> SideRequests {
-        SideRequests::new(
-            Arc::clone(&self.hooks),
-            Arc::clone(&self.llm),
-            self.credentials.clone(),
-        )
+        SideRequests::new(&self.hooks, Arc::clone(&self.llm), self.credentials.clone())
     }
 
     /// The session engine.

@@ -16,7 +16,7 @@
 //! written, since a side call is not a step of the conversation; the caller records
 //! [`SideDelivery::request_only`] with its own events.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use ccare_core::{LlmFailure, Message};
 use ccare_llm::{
@@ -30,9 +30,13 @@ use crate::hooks::{HookContext, HookError, Hooks, RequestSegment};
 
 /// A plugin's handle for its own model calls: the host's request hooks and segments
 /// (as registered at the time of each call) and its LLM layer.
+///
+/// It refers to the hooks weakly: the plugin that keeps this handle has hooks of its
+/// own in that registry, so a strong reference would be a cycle that keeps the plugin,
+/// and everything it holds (its domains, the store), alive after the host is dropped.
 #[derive(Clone)]
 pub struct SideRequests {
-    hooks: Arc<RwLock<Hooks>>,
+    hooks: Weak<RwLock<Hooks>>,
     llm: Arc<Llm>,
     credentials: crate::credentials::SessionCredentials,
 }
@@ -52,26 +56,30 @@ pub enum SideRequestError {
     /// The LLM layer could not pin the route (unknown model or provider).
     #[error("{0}")]
     Prepare(LlmFailure),
+    /// The host that made this handle is gone (dropped): no call can be shaped.
+    #[error("the host is closed: no side request can be made")]
+    HostClosed,
 }
 
 impl SideRequestError {
-    /// A stable code: `HOOK_FAILED`, or the LLM layer's failure code.
+    /// A stable code: `HOOK_FAILED`, `HOST_CLOSED`, or the LLM layer's failure code.
     pub fn code(&self) -> &str {
         match self {
             SideRequestError::Hook(_) => "HOOK_FAILED",
             SideRequestError::Prepare(failure) => failure.code.as_str(),
+            SideRequestError::HostClosed => "HOST_CLOSED",
         }
     }
 }
 
 impl SideRequests {
     pub(crate) fn new(
-        hooks: Arc<RwLock<Hooks>>,
+        hooks: &Arc<RwLock<Hooks>>,
         llm: Arc<Llm>,
         credentials: crate::credentials::SessionCredentials,
     ) -> Self {
         Self {
-            hooks,
+            hooks: Arc::downgrade(hooks),
             llm,
             credentials,
         }
@@ -96,8 +104,9 @@ impl SideRequests {
         mut config: CallConfig,
     ) -> Result<SideCall, SideRequestError> {
         // Copied out, so no plugin code runs under the host's lock.
+        let hooks = self.hooks.upgrade().ok_or(SideRequestError::HostClosed)?;
         let (request_hooks, segments) = {
-            let hooks = self.hooks.read();
+            let hooks = hooks.read();
             (hooks.request.clone(), hooks.segments.clone())
         };
         for hook in &request_hooks {

@@ -1603,6 +1603,34 @@ fn side_config(purpose: ccare_llm::Purpose) -> ccare_llm::CallConfig {
 }
 
 #[tokio::test]
+async fn a_side_request_handle_outliving_its_host_is_refused_host_closed() {
+    // The handle does not keep the host's hooks alive (a plugin holding it would
+    // otherwise keep itself and the store alive in a cycle): once the host is gone, a
+    // call is refused with a clear error instead of running without its hooks.
+    let Kit {
+        host,
+        session,
+        test,
+        ..
+    } = kit("{\"text\": \"unused\"}").await;
+    let side = host.side_requests();
+    drop((host, test));
+    let context = HookContext {
+        session,
+        turn: 1,
+        step: 0,
+        cancel: ccare_llm::CancellationToken::new(),
+        clock: Arc::new(SystemClock),
+    };
+    let refused = side
+        .prepare(&context, side_config(ccare_llm::Purpose::Compaction))
+        .err()
+        .expect("a host that is gone shapes no call");
+    assert_eq!(refused, ccare_agent::SideRequestError::HostClosed);
+    assert_eq!(refused.code(), "HOST_CLOSED");
+}
+
+#[tokio::test]
 async fn mp_3_a_side_request_runs_the_request_hooks_and_carries_the_segments_serving_it() {
     let kit = kit("{\"text\": \"the summary\"}").await;
     let summaries = Arc::new(ForSummaries::default());

@@ -237,3 +237,24 @@ async fn instructions_are_installed_after_the_tools_per_profile() {
         Some("Inline rules.\n\nAgents file.")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_a_booted_host_releases_its_store() {
+    // Nothing a plugin keeps may hold the host alive in a cycle: once the last handle
+    // is dropped, the store goes too (its writer thread ends and its files close), so
+    // a process that boots again over the same database holds one store, not two.
+    let dir = tempfile::tempdir().unwrap();
+    let host = booted(dir.path(), &format!("{BASE}[plugins.time-context]\n"), None).unwrap();
+    assert_eq!(
+        host.host.mounted(),
+        ["context-care", "stream-watch", "time-context"]
+    );
+    let store = std::sync::Arc::downgrade(host.host.sessions().store());
+    host.host
+        .sessions()
+        .create(None, Default::default())
+        .await
+        .unwrap();
+    drop(host);
+    assert_eq!(store.strong_count(), 0, "the store outlived its host");
+}
