@@ -7,6 +7,7 @@
 mod events;
 mod gateway;
 mod gateway_clients;
+mod gateway_input;
 mod gateway_keys;
 mod gateway_watch;
 mod host;
