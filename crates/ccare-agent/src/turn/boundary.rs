@@ -86,7 +86,10 @@ pub(super) async fn pre_step(
         }
         Ok(PreStepDecision::Enter(messages)) => messages,
     };
-    let entered_ids: Vec<u64> = plugin_messages.drain(..).map(|entry| entry.id).collect();
+    // Kept until the step's messages are logged: a cancel that lands before then
+    // returns them to the inbox (or drops them) like the ones the chain never saw.
+    let given = std::mem::take(plugin_messages);
+    let entered_ids: Vec<u64> = given.iter().map(|entry| entry.id).collect();
     if context.step == 1 && entered.is_empty() && !user_logged {
         agent.forget(&entered_ids);
         return Err(Stop::End(TurnEndReason::Completed));
@@ -130,7 +133,7 @@ pub(super) async fn pre_step(
     // early, e.g. a summary in progress) stops the step here: nothing is logged and
     // no request leaves.
     if token.is_cancelled() {
-        restore_unentered(agent, std::mem::take(plugin_messages));
+        restore_unentered(agent, given);
         return Err(Stop::End(aborted(agent)));
     }
     Ok(Entered {

@@ -1602,6 +1602,17 @@ fn side_config(purpose: ccare_llm::Purpose) -> ccare_llm::CallConfig {
     }
 }
 
+/// The hook context of a side request made for `session` outside a step.
+fn side_context(session: Session) -> HookContext {
+    HookContext {
+        session,
+        turn: 1,
+        step: 0,
+        cancel: ccare_llm::CancellationToken::new(),
+        clock: Arc::new(SystemClock),
+    }
+}
+
 #[tokio::test]
 async fn a_side_request_handle_outliving_its_host_is_refused_host_closed() {
     // The handle does not keep the host's hooks alive (a plugin holding it would
@@ -1615,13 +1626,7 @@ async fn a_side_request_handle_outliving_its_host_is_refused_host_closed() {
     } = kit("{\"text\": \"unused\"}").await;
     let side = host.side_requests();
     drop((host, test));
-    let context = HookContext {
-        session,
-        turn: 1,
-        step: 0,
-        cancel: ccare_llm::CancellationToken::new(),
-        clock: Arc::new(SystemClock),
-    };
+    let context = side_context(session);
     let refused = side
         .prepare(&context, side_config(ccare_llm::Purpose::Compaction))
         .err()
@@ -1642,13 +1647,7 @@ async fn mp_3_a_side_request_runs_the_request_hooks_and_carries_the_segments_ser
         )
         .unwrap();
     let side = kit.host.side_requests();
-    let context = HookContext {
-        session: kit.session.clone(),
-        turn: 1,
-        step: 0,
-        cancel: ccare_llm::CancellationToken::new(),
-        clock: Arc::new(SystemClock),
-    };
+    let context = side_context(kit.session.clone());
     let call = side
         .prepare(&context, side_config(ccare_llm::Purpose::Compaction))
         .unwrap();

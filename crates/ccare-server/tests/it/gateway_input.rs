@@ -25,7 +25,7 @@ const SLOW_WORD: &str = "slowly";
 /// A tiny valid PNG, as a data URL.
 const PNG: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
 
-/// Short texts, the call word among them.
+/// Short texts, the empty one, the call word and the slow word among them.
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
         1 => Just(String::new()),
