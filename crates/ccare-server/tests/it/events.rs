@@ -181,6 +181,25 @@ pub(crate) async fn prompt(rig: &Rig, id: &str, text: &str) -> Option<u64> {
     body["afterSeq"].as_u64()
 }
 
+/// Prompts "look it up" declaring the caller-executed tool `lookup` (ACT-3); asserts
+/// 202.
+pub(crate) async fn look_it_up(rig: &Rig, id: &str) {
+    let response = rig
+        .post_json(
+            &format!("/api/sessions/{id}/messages"),
+            &json!({
+                "text": "look it up",
+                "tools": [{
+                    "name": "lookup",
+                    "description": "Looks a thing up.",
+                    "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}
+                }]
+            }),
+        )
+        .await;
+    assert_eq!(response.status().as_u16(), 202);
+}
+
 /// The session's export.
 pub(crate) async fn export(rig: &Rig, id: &str) -> String {
     let response = rig.get(&format!("/api/sessions/{id}/export")).await;
@@ -364,20 +383,7 @@ async fn api_3_a_fenced_sessions_detail_opens_no_call_of_a_refused_reply() {
     store.fail(
         ccare_store::testing::Fault::appends("disk full").containing("\"assistant/message\""),
     );
-    let response = rig
-        .post_json(
-            &format!("/api/sessions/{id}/messages"),
-            &json!({
-                "text": "look it up",
-                "tools": [{
-                    "name": "lookup",
-                    "description": "Looks a thing up.",
-                    "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}
-                }]
-            }),
-        )
-        .await;
-    assert_eq!(response.status().as_u16(), 202);
+    look_it_up(&rig, &id).await;
     let frames = sse.until_idle().await;
     assert!(
         !frames

@@ -3180,6 +3180,20 @@ async fn exported_events(rig: &Rig, session: &str) -> Vec<Value> {
         .collect()
 }
 
+/// Answers "hi" (system prompt "be brief") with "Hello"; returns the session and the
+/// client's next transcript: the answer, then "and then?".
+async fn answered_hello_then(rig: &Rig) -> (String, Value) {
+    rig.fake.push(Reply::text("Hello"));
+    let mut messages = conversation("be brief", "hi");
+    let first = chat(rig, &json!({"model": "fake/model", "messages": messages})).await;
+    let session = session_of(&first);
+    messages.as_array_mut().unwrap().extend([
+        json!({"role": "assistant", "content": "Hello"}),
+        json!({"role": "user", "content": "and then?"}),
+    ]);
+    (session, messages)
+}
+
 /// GW-3: only messages the session has not seen are appended. A continuing request
 /// whose turn failed upstream (429, passed through) and that the client's SDK sends
 /// again gets its answer in the same session, and the model reads the message once:
@@ -3189,14 +3203,7 @@ async fn exported_events(rig: &Rig, session: &str) -> Vec<Value> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_3_a_retry_after_an_upstream_429_sends_the_message_once() {
     let rig = Rig::start().await;
-    rig.fake.push(Reply::text("Hello"));
-    let mut messages = conversation("be brief", "hi");
-    let first = chat(&rig, &json!({"model": "fake/model", "messages": messages})).await;
-    let session = session_of(&first);
-    messages.as_array_mut().unwrap().extend([
-        json!({"role": "assistant", "content": "Hello"}),
-        json!({"role": "user", "content": "and then?"}),
-    ]);
+    let (session, mut messages) = answered_hello_then(&rig).await;
     let body = json!({"model": "fake/model", "messages": messages});
     // Twice: an SDK retries more than once.
     for _ in 0..2 {
@@ -3371,14 +3378,7 @@ async fn gw_3_a_retried_first_message_stays_in_its_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gw_3_a_failed_message_sent_again_with_a_new_one_is_not_entered_twice() {
     let rig = Rig::start().await;
-    rig.fake.push(Reply::text("Hello"));
-    let mut messages = conversation("be brief", "hi");
-    let first = chat(&rig, &json!({"model": "fake/model", "messages": messages})).await;
-    let session = session_of(&first);
-    messages.as_array_mut().unwrap().extend([
-        json!({"role": "assistant", "content": "Hello"}),
-        json!({"role": "user", "content": "and then?"}),
-    ]);
+    let (session, mut messages) = answered_hello_then(&rig).await;
     rig.fake.push(Reply::rate_limited(1));
     let failed = json!({"model": "fake/model", "messages": messages});
     chat_in(&rig, &failed, 429, &session).await;

@@ -5,7 +5,7 @@
 use ccare_fake_openai::Reply;
 use serde_json::{Value, json};
 
-use crate::events::{Sse, create_session, export, export_events, prompt};
+use crate::events::{Sse, create_session, export, export_events, look_it_up, prompt};
 use crate::rig::{Rig, error_of};
 
 /// A session with one finished turn; returns its id and its event count.
@@ -278,20 +278,7 @@ async fn api_2_tool_results_answer_exactly_the_open_calls_and_resume_the_turn() 
     let id = create_session(&rig).await;
     let mut sse = Sse::open(&rig, &format!("/api/sessions/{id}/events"), None).await;
     // A turn declaring a caller-executed tool, over HTTP (ACT-3).
-    let response = rig
-        .post_json(
-            &format!("/api/sessions/{id}/messages"),
-            &json!({
-                "text": "look it up",
-                "tools": [{
-                    "name": "lookup",
-                    "description": "Looks a thing up.",
-                    "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}}
-                }]
-            }),
-        )
-        .await;
-    assert_eq!(response.status().as_u16(), 202);
+    look_it_up(&rig, &id).await;
     loop {
         let frame = sse.next().await;
         if frame.event == "awaiting-tools" {
