@@ -4,10 +4,10 @@
 //! anything of the step is logged.
 
 use ccare_core::Message;
-use ccare_core::kinds::TurnEndReason;
+use ccare_core::kinds::{HostFailure, TurnEndReason};
 use serde_json::Value;
 
-use super::{StepResult, Stop, aborted, hook_failed, log_user};
+use super::{StepResult, Stop, aborted, log_user};
 use crate::agent::Agent;
 use crate::hooks::{BoundaryContext, HookContext, Hooks, PreStepDecision, PreStepInput};
 use crate::inbox::Entry;
@@ -69,15 +69,13 @@ pub(super) async fn pre_step(
     };
     let entered = match decision {
         Err(error) => {
-            return Err(Stop::End(hook_failed("pre-step", &error)));
+            let unentered = forget_unentered(agent, std::mem::take(plugin_messages));
+            return Err(Stop::End(hook_failed_before_entering(
+                "pre-step", &error, unentered,
+            )));
         }
         Ok(PreStepDecision::Reject { by, detail }) => {
-            let ids: Vec<u64> = plugin_messages.iter().map(|entry| entry.id).collect();
-            agent.forget(&ids);
-            let unentered = plugin_messages
-                .iter()
-                .map(|entry| serde_json::to_value(&entry.message).unwrap_or(Value::Null))
-                .collect();
+            let unentered = forget_unentered(agent, std::mem::take(plugin_messages));
             return Err(Stop::End(TurnEndReason::Blocked {
                 by,
                 detail,
@@ -122,9 +120,11 @@ pub(super) async fn pre_step(
                 entered.extend(contribution.notices);
             }
             Err(error) => {
-                return Err(Stop::End(hook_failed(
+                let unentered = forget_unentered(agent, given);
+                return Err(Stop::End(hook_failed_before_entering(
                     "boundary",
                     &error.attributed(&contributor.owner),
+                    unentered,
                 )));
             }
         }
@@ -140,6 +140,31 @@ pub(super) async fn pre_step(
         messages: entered,
         ids: entered_ids,
     })
+}
+
+/// Deletes the plugin messages a refused or failed step never entered from the inbox
+/// (durably: a restart does not bring them back, and a failing hook does not replay
+/// them turn after turn) and returns them as logged in `turn/end`.
+fn forget_unentered(agent: &Agent, entries: Vec<Entry>) -> Vec<Value> {
+    let ids: Vec<u64> = entries.iter().map(|entry| entry.id).collect();
+    agent.forget(&ids);
+    entries
+        .iter()
+        .map(|entry| serde_json::to_value(&entry.message).unwrap_or(Value::Null))
+        .collect()
+}
+
+/// `HOOK_FAILED` of the step boundary's chain `hook`, listing the plugin messages the
+/// step had claimed and never entered (H-HOOK-7; no `step/start` is written).
+fn hook_failed_before_entering(
+    hook: &str,
+    error: &crate::hooks::HookError,
+    unentered: Vec<Value>,
+) -> TurnEndReason {
+    let failure = HostFailure::hook(hook, error.plugin.clone(), error.message.clone());
+    TurnEndReason::Error {
+        failure: failure.with_unentered(unentered).into(),
+    }
 }
 
 /// Puts the plugin messages that never entered back at the front of the inbox, when

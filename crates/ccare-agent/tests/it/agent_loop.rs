@@ -1703,3 +1703,123 @@ async fn mp_3_a_side_request_runs_the_request_hooks_and_carries_the_segments_ser
     // A side call writes nothing to the session log.
     assert!(kinds(&kit.session).is_empty(), "{:?}", kinds(&kit.session));
 }
+
+/// A pre-step listener or a boundary contributor that fails, in a plugin named
+/// `failing`.
+struct Failing {
+    in_boundary: bool,
+}
+
+impl PreStepHook for Failing {
+    fn call<'a>(
+        &'a self,
+        _context: &'a HookContext,
+        _input: PreStepInput,
+        _next: PreStepNext<'a>,
+    ) -> BoxFuture<'a, Result<PreStepDecision, HookError>> {
+        Box::pin(async { Err(HookError::new("the chain broke")) })
+    }
+}
+
+impl ccare_agent::BoundaryContributor for Failing {
+    fn contribute<'a>(
+        &'a self,
+        _context: &'a ccare_agent::BoundaryContext<'a>,
+    ) -> BoxFuture<'a, Result<ccare_agent::BoundaryContribution, HookError>> {
+        Box::pin(async { Err(HookError::new("the notice broke")) })
+    }
+}
+
+impl Plugin for Failing {
+    fn name(&self) -> &str {
+        "failing"
+    }
+    fn mount(
+        &self,
+        _config: &Value,
+        scope: &mut PluginScope<'_>,
+    ) -> Result<(), ccare_agent::MountError> {
+        let hook = Arc::new(Failing {
+            in_boundary: self.in_boundary,
+        });
+        if self.in_boundary {
+            scope.boundary(hook, 100);
+        } else {
+            scope.pre_step(hook, false);
+        }
+        Ok(())
+    }
+}
+
+/// H-HOOK-7 with a plugin entry in flight: the turn ends `HOOK_FAILED` listing the
+/// plugin message the step never entered; it is gone from the inbox, in memory and in
+/// the store, so neither the next turn nor a new agent brings it back.
+async fn a_failing_step_boundary_lists_the_unentered_entry(in_boundary: bool) {
+    let kit = kit("{\"text\": \"only the prompt\"}").await;
+    let store = Arc::clone(kit.host.sessions().store());
+    kit.host
+        .mount(&Failing { in_boundary }, &json!({}))
+        .unwrap();
+    let first = agent(&kit);
+    first.inject(notice("reminder", "remember the deadline"));
+    first.prompt("go");
+    let Some(TurnEndReason::Error { failure }) = first.when_idle().await else {
+        panic!("the turn ends with the hook's error")
+    };
+    let (hook, message) = if in_boundary {
+        ("boundary", "the notice broke")
+    } else {
+        ("pre-step", "the chain broke")
+    };
+    let failure = serde_json::to_value(&failure).unwrap();
+    // The message as queued, with the id the inbox gave it.
+    let mut queued = serde_json::to_value(notice("reminder", "remember the deadline")).unwrap();
+    queued["id"] = failure["unentered"][0]["id"].clone();
+    assert!(queued["id"].is_string(), "{failure}");
+    assert_eq!(
+        failure,
+        json!({
+            "code": "HOOK_FAILED",
+            "hook": hook,
+            "plugin": "failing",
+            "message": message,
+            "unentered": [queued],
+        })
+    );
+    assert_eq!(
+        kinds(&kit.session),
+        ["turn/start", "user/message", "turn/end"]
+    );
+    store.flush().await.unwrap();
+    let left = store
+        .kv_scan("agent_inbox", "entries/", ccare_store::KvPage::default())
+        .await
+        .unwrap();
+    assert!(
+        left.is_empty(),
+        "the unentered entry is forgotten: {left:?}"
+    );
+
+    assert!(kit.host.unmount("failing"));
+    first.prompt("again");
+    assert_eq!(first.when_idle().await, Some(TurnEndReason::Completed));
+    let requests = kit.script.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        texts_of(&requests[0]),
+        ["go", "again"],
+        "the listed entry is not sent later"
+    );
+    drop(first);
+    assert_eq!(agent(&kit).restore_inbox().await.unwrap(), 0);
+}
+
+#[tokio::test]
+async fn h_hook_7_a_failing_pre_step_listener_lists_and_forgets_the_unentered_entries() {
+    a_failing_step_boundary_lists_the_unentered_entry(false).await;
+}
+
+#[tokio::test]
+async fn h_hook_7_a_failing_boundary_contributor_lists_and_forgets_the_unentered_entries() {
+    a_failing_step_boundary_lists_the_unentered_entry(true).await;
+}

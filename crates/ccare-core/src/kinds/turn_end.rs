@@ -124,6 +124,12 @@ pub struct HostFailure {
     pub plugin: Option<String>,
     /// What happened.
     pub message: String,
+    /// For `HOOK_FAILED` in `pre-step` or `boundary`: the plugin messages the step had
+    /// claimed and never entered, in queue order. They left the inbox with the turn (a
+    /// failing hook must not replay them turn after turn), so this is where they stay
+    /// readable, as `blocked{unentered}` keeps a refused step's. Absent when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unentered: Vec<Value>,
 }
 
 impl HostFailure {
@@ -134,6 +140,7 @@ impl HostFailure {
             hook: None,
             plugin: None,
             message: message.into(),
+            unentered: Vec::new(),
         }
     }
 
@@ -149,7 +156,14 @@ impl HostFailure {
             hook: Some(hook.into()),
             plugin,
             message: message.into(),
+            unentered: Vec::new(),
         }
+    }
+
+    /// The same failure, listing the plugin messages its step never entered.
+    pub fn with_unentered(mut self, unentered: Vec<Value>) -> Self {
+        self.unentered = unentered;
+        self
     }
 }
 
@@ -168,6 +182,7 @@ mod tests {
 
     const PROVIDER: &str = r#"{"seq":8,"time_ms":1767225600000,"type":"turn/end","data":{"turn":1,"reason":{"kind":"error","failure":{"code":"AUTH_FAILED","message":"bad key","status":401,"provider":"s","model":"scripted"}}}}"#;
     const HOOK: &str = r#"{"seq":6,"time_ms":1767225600000,"type":"turn/end","data":{"turn":1,"reason":{"kind":"error","failure":{"code":"HOOK_FAILED","hook":"request","plugin":"broken","message":"no budget table"}}}}"#;
+    const HOOK_UNENTERED: &str = r#"{"seq":4,"time_ms":1767225600000,"type":"turn/end","data":{"turn":1,"reason":{"kind":"error","failure":{"code":"HOOK_FAILED","hook":"pre-step","plugin":"failing","message":"the chain broke","unentered":[{"content":[{"type":"text","text":"remember the deadline"}]}]}}}}"#;
     const STEP_LIMIT: &str = r#"{"seq":14,"time_ms":1767225600000,"type":"turn/end","data":{"turn":1,"reason":{"kind":"error","failure":{"code":"STEP_LIMIT","message":"the turn reached loop.max_steps_per_turn (2) steps"}}}}"#;
     const HOOK_CAUSE: &str = r#"{"seq":9,"time_ms":1767225600000,"type":"turn/end","data":{"turn":1,"reason":{"kind":"aborted","cause":{"kind":"hook","plugin":"watch","reason":"line-repeat"}}}}"#;
     const USER_CAUSE: &str = r#"{"seq":9,"time_ms":1767225600000,"type":"turn/end","data":{"turn":2,"reason":{"kind":"aborted","cause":{"kind":"user"}}}}"#;
@@ -194,6 +209,13 @@ mod tests {
                 Some("broken".to_owned()),
                 "no budget table"
             ))
+        );
+        let TurnEndReason::Error { failure } = reason(HOOK_UNENTERED) else {
+            panic!("{HOOK_UNENTERED}");
+        };
+        assert!(
+            matches!(&failure, TurnFailure::Host(host) if host.unentered.len() == 1),
+            "{failure:?}"
         );
         let TurnEndReason::Error { failure } = reason(STEP_LIMIT) else {
             panic!("{STEP_LIMIT}");
