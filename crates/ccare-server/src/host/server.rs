@@ -2,7 +2,8 @@
 //! sessions API into the booted host's route table, binds and serves it;
 //! [`Server::shutdown`] stops accepting, ends open streams, waits (bounded) for
 //! requests in flight, cancels the running turns (logged as cancelled), stops every
-//! session actor (flush, close, lease released) and removes the server's routes.
+//! session actor (flush, close, lease released) and removes the server's routes;
+//! dropping a [`Server`] removes them too.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -74,7 +75,10 @@ impl ServeOptions {
     }
 }
 
-/// A running server.
+/// A running server. Dropping it without [`Server::shutdown`] stops accepting and
+/// takes its routes out of the host's table (they hold the context, which holds the
+/// host: left there, they would keep the host and its store alive), but does not wait
+/// for requests in flight nor stop the session actors.
 #[derive(Debug)]
 pub struct Server {
     addr: SocketAddr,
@@ -82,6 +86,17 @@ pub struct Server {
     stop: watch::Sender<bool>,
     task: JoinHandle<std::io::Result<()>>,
     drain: Duration,
+    registered: Registered,
+}
+
+/// The server's routes in the host's table, taken out when this is dropped.
+#[derive(Debug)]
+struct Registered(ccare_agent::routes::Routes);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        self.0.remove_owner(crate::api::OWNER);
+    }
 }
 
 /// What a shutdown did.
@@ -102,24 +117,19 @@ impl Server {
         }
         let routes = context.booted.host.routes().clone();
         let auth = Arc::new(Auth::new(options.token.clone()));
-        let registered = super::own::register(&routes, &auth)
+        // From here on, any early return takes the routes registered so far out.
+        let registered = Registered(routes.clone());
+        super::own::register(&routes, &auth)
             .and_then(|()| crate::api::register(&routes, &context))
             .and_then(|()| crate::gateway::register(&routes, &context))
-            .and_then(|()| crate::ui::register(&routes, &auth));
-        if let Err(error) = registered {
-            routes.remove_owner(crate::api::OWNER);
-            return Err(error.into());
-        }
-        let listener = match TcpListener::bind(options.addr).await {
-            Ok(listener) => listener,
-            Err(error) => {
-                routes.remove_owner(crate::api::OWNER);
-                return Err(ServerError::Bind {
+            .and_then(|()| crate::ui::register(&routes, &auth))?;
+        let listener =
+            TcpListener::bind(options.addr)
+                .await
+                .map_err(|error| ServerError::Bind {
                     addr: options.addr,
                     error,
-                });
-            }
-        };
+                })?;
         let addr = listener.local_addr().map_err(|error| ServerError::Bind {
             addr: options.addr,
             error,
@@ -155,6 +165,7 @@ impl Server {
             stop,
             task,
             drain: options.drain,
+            registered,
         })
     }
 
@@ -190,11 +201,7 @@ impl Server {
             }
         };
         let (stopped, failed) = self.context.agents.stop_all(CancelCause::Shutdown).await;
-        self.context
-            .booted
-            .host
-            .routes()
-            .remove_owner(crate::api::OWNER);
+        drop(self.registered);
         if let Some((session, error)) = failed.into_iter().next() {
             return Err(ServerError::Stop {
                 session: session.to_string(),

@@ -754,3 +754,33 @@ async fn api_5_the_openapi_document_has_every_route_and_method_and_its_refs_reso
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_dropped_without_shutdown_releases_its_host_and_store() {
+    // The API's routes live in the host's route table and hold the server's context,
+    // which holds the host: dropping the server must take them out of the table, or
+    // the host, its actors and the store (writer thread, open files) outlive it.
+    let mut rig = Rig::start().await;
+    rig.fake.push(ccare_fake_openai::Reply::text("hello"));
+    let id = crate::events::create_session(&rig).await;
+    let mut sse = crate::events::Sse::open(&rig, &format!("/api/sessions/{id}/events"), None).await;
+    crate::events::prompt(&rig, &id, "hi").await;
+    sse.until_idle().await;
+    drop(sse);
+    let store = Arc::downgrade(&rig.store());
+    let routes = rig.routes().len();
+    rig.drop_server();
+    // The serving task ends on its own once its stop signal is gone.
+    for _ in 0..500 {
+        if store.strong_count() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(routes > 0);
+    assert_eq!(
+        store.strong_count(),
+        0,
+        "the store outlived the dropped server"
+    );
+}

@@ -283,6 +283,12 @@ impl Rig {
         server.shutdown().await.unwrap()
     }
 
+    /// Drops the server without shutting it down, as an embedder that forgets to (or
+    /// panics before it does) would.
+    pub fn drop_server(&mut self) {
+        drop(self.server.take().expect("the rig's server is shut down"));
+    }
+
     /// A graceful shutdown, then a fresh boot over the same home and store.
     pub async fn restart(mut self) -> Rig {
         if self.server.is_some() {
