@@ -27,6 +27,7 @@ pub fn open_store(settings: &Settings) -> Result<Arc<dyn Store>, AppError> {
             }
             let mut config = SqliteConfig::new(store.path.clone());
             config.commit_window_ms = store.commit_window_ms;
+            config.busy_timeout_ms = store.busy_timeout_ms;
             let opened = SqliteStore::open(config).map_err(|source| AppError::OpenStore {
                 path: store.path.clone(),
                 source,

@@ -6,8 +6,8 @@
 //! `synchronous=FULL`; `PRAGMA user_version` is the schema version
 //! ([`SqliteStore::SCHEMA_VERSION`]). A version-1 database (before `leases`) is
 //! migrated in place when opened: the table is added, nothing else changes. Every connection has a busy timeout
-//! ([`SqliteStore::BUSY_TIMEOUT`]), so two stores on one file (in one process or two)
-//! take turns instead of failing.
+//! ([`SqliteConfig::busy_timeout_ms`]), so two stores on one file (in one process or
+//! two) take turns instead of failing.
 //!
 //! # Writes: one thread, group commit
 //!
@@ -129,6 +129,11 @@ pub struct SqliteConfig {
     pub max_group_ops: usize,
     /// How many read-only connections serve reads (default 2; 0 counts as 1).
     pub read_connections: usize,
+    /// How long each connection waits for another connection's lock (another store or
+    /// program on the same file) before the operation fails (default 5000). A write
+    /// group that fails this way fails every write in it, so a lock held for long
+    /// costs up to this much per group.
+    pub busy_timeout_ms: u64,
 }
 
 impl SqliteConfig {
@@ -138,6 +143,8 @@ impl SqliteConfig {
     pub const DEFAULT_MAX_GROUP_OPS: usize = 4096;
     /// The default [`SqliteConfig::read_connections`].
     pub const DEFAULT_READ_CONNECTIONS: usize = 2;
+    /// The default [`SqliteConfig::busy_timeout_ms`].
+    pub const DEFAULT_BUSY_TIMEOUT_MS: u64 = 5000;
 
     /// A configuration for the database at `path`, with the defaults.
     pub fn new(path: impl Into<PathBuf>) -> Self {
@@ -146,6 +153,7 @@ impl SqliteConfig {
             commit_window_ms: Self::DEFAULT_COMMIT_WINDOW_MS,
             max_group_ops: Self::DEFAULT_MAX_GROUP_OPS,
             read_connections: Self::DEFAULT_READ_CONNECTIONS,
+            busy_timeout_ms: Self::DEFAULT_BUSY_TIMEOUT_MS,
         }
     }
 }
@@ -261,8 +269,6 @@ fn backend(operation: &'static str, path: &Path, detail: impl std::fmt::Display)
 impl SqliteStore {
     /// The schema version kept in `PRAGMA user_version`.
     pub const SCHEMA_VERSION: i64 = 2;
-    /// How long a connection waits for another connection's lock before failing.
-    pub const BUSY_TIMEOUT: Duration = Duration::from_millis(5000);
     /// How long, at most, the writer waits for the next operation when the queue runs
     /// empty right after an append (see the module docs). An append nobody awaits is
     /// nearly always followed by the flush that needs it (the kernel appends
@@ -318,8 +324,13 @@ impl SqliteStore {
     /// cannot be opened, is not a database, cannot use WAL, or has another schema.
     pub fn open(config: SqliteConfig) -> Result<SqliteStore, StoreError> {
         let path = config.path.clone();
-        let conn = open_writer(&path)?;
-        let readers = Arc::new(ReadPool::open(&path, config.read_connections.max(1))?);
+        let busy_timeout = Duration::from_millis(config.busy_timeout_ms);
+        let conn = open_writer(&path, busy_timeout)?;
+        let readers = Arc::new(ReadPool::open(
+            &path,
+            config.read_connections.max(1),
+            busy_timeout,
+        )?);
         let (sender, receiver) = mpsc::channel();
         let commits = Arc::new(AtomicU64::new(0));
         let writer = Writer {
@@ -685,11 +696,11 @@ fn stable_plans(conn: &Connection) -> rusqlite::Result<()> {
 /// How many prepared statements the writer connection keeps: more than it uses.
 const WRITER_STATEMENTS: usize = 64;
 
-fn open_writer(path: &Path) -> Result<Connection, StoreError> {
+fn open_writer(path: &Path, busy_timeout: Duration) -> Result<Connection, StoreError> {
     let fail =
         |what: &str, err: rusqlite::Error| backend("open", path, format_args!("{what}: {err}"));
     let mut conn = Connection::open(path).map_err(|err| fail("cannot open the database", err))?;
-    conn.busy_timeout(SqliteStore::BUSY_TIMEOUT)
+    conn.busy_timeout(busy_timeout)
         .map_err(|err| fail("cannot set busy_timeout", err))?;
     stable_plans(&conn).map_err(|err| fail("cannot keep query plans stable", err))?;
     let mode: String = conn
@@ -1368,7 +1379,7 @@ impl Drop for Checkout<'_> {
 }
 
 impl ReadPool {
-    fn open(path: &Path, count: usize) -> Result<Self, StoreError> {
+    fn open(path: &Path, count: usize, busy_timeout: Duration) -> Result<Self, StoreError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut idle = Vec::with_capacity(count);
         for _ in 0..count {
@@ -1379,10 +1390,9 @@ impl ReadPool {
                     format_args!("cannot open a read connection: {err}"),
                 )
             })?;
-            conn.busy_timeout(SqliteStore::BUSY_TIMEOUT)
-                .map_err(|err| {
-                    backend("open", path, format_args!("cannot set busy_timeout: {err}"))
-                })?;
+            conn.busy_timeout(busy_timeout).map_err(|err| {
+                backend("open", path, format_args!("cannot set busy_timeout: {err}"))
+            })?;
             stable_plans(&conn).map_err(|err| {
                 backend(
                     "open",
@@ -1884,6 +1894,8 @@ fn kv_scan(
 mod tests {
     #![allow(clippy::expect_used)]
 
+    use std::time::Duration;
+
     use super::prefix_successor;
 
     /// A range read is compiled once and then reused: binding a new range to the
@@ -1896,7 +1908,7 @@ mod tests {
 
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("ccare.db");
-        let writer = open_writer(&path).expect("the writer opens");
+        let writer = open_writer(&path, Duration::from_secs(5)).expect("the writer opens");
         for key in ["a/1", "a/2", "b/1", "c/1"] {
             writer
                 .execute(
@@ -1905,7 +1917,7 @@ mod tests {
                 )
                 .expect("a row is written");
         }
-        let pool = ReadPool::open(&path, 1).expect("the readers open");
+        let pool = ReadPool::open(&path, 1, Duration::from_secs(5)).expect("the readers open");
         let Some(mut checkout) = pool.try_checkout() else {
             panic!("no idle read connection");
         };

@@ -136,6 +136,9 @@ pub(crate) struct StoreTable {
     /// H-STORE-4's window.
     #[serde(default)]
     pub(crate) commit_window_ms: Option<u64>,
+    /// How long a write waits for another program's lock on the file.
+    #[serde(default)]
+    pub(crate) busy_timeout_ms: Option<u64>,
     /// `group` | `per-append`.
     #[serde(default)]
     pub(crate) durability: Option<String>,

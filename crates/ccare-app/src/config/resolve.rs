@@ -27,6 +27,10 @@ use crate::home::Home;
 /// (the writer never waits that long anyway, H-STORE-4).
 const MAX_COMMIT_WINDOW_MS: u64 = 60_000;
 
+/// The longest `[store] busy_timeout_ms` accepted: ten minutes. Every write group
+/// waits up to this long on another program's lock, so longer reads as a hang.
+const MAX_BUSY_TIMEOUT_MS: u64 = 600_000;
+
 /// Resolves the file. Errors are `key.path: expected …, found …`, without the origin.
 pub(crate) fn resolve(
     mut file: ConfigFile,
@@ -332,6 +336,15 @@ fn store_settings(table: &StoreTable, base: &Path, home: &Home) -> Result<StoreS
             ));
         }
     };
+    let busy_timeout_ms = match table.busy_timeout_ms {
+        None => SqliteConfig::DEFAULT_BUSY_TIMEOUT_MS,
+        Some(value) if value <= MAX_BUSY_TIMEOUT_MS => value,
+        Some(value) => {
+            return Err(format!(
+                "store.busy_timeout_ms: expected at most {MAX_BUSY_TIMEOUT_MS} (ms), found {value}"
+            ));
+        }
+    };
     let path = match &table.path {
         None => home.database(),
         Some(path) if path.as_os_str().is_empty() => {
@@ -343,6 +356,7 @@ fn store_settings(table: &StoreTable, base: &Path, home: &Home) -> Result<StoreS
         kind,
         path,
         commit_window_ms,
+        busy_timeout_ms,
         durability,
     })
 }

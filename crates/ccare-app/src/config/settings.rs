@@ -107,6 +107,9 @@ pub struct StoreSettings {
     pub path: PathBuf,
     /// H-STORE-4's window, ms.
     pub commit_window_ms: u64,
+    /// How long a write waits for another program's lock on the database before it
+    /// fails, ms (default 5000).
+    pub busy_timeout_ms: u64,
     /// When an append is durable (H-STORE-5).
     pub durability: Durability,
 }

@@ -224,13 +224,15 @@ fn store_table_kind_path_window_and_durability() {
     assert_eq!(defaults.store.kind, StoreKind::Sqlite);
     assert_eq!(defaults.store.path, PathBuf::from("/data/ccare.db"));
     assert_eq!(defaults.store.commit_window_ms, 200);
+    assert_eq!(defaults.store.busy_timeout_ms, 5000);
     assert_eq!(defaults.store.durability, Durability::Group);
     let loaded = settings(
-        "[store]\nkind = \"sqlite\"\npath = \"db/sessions.db\"\ncommit_window_ms = 50\ndurability = \"per-append\"\n",
+        "[store]\nkind = \"sqlite\"\npath = \"db/sessions.db\"\ncommit_window_ms = 50\nbusy_timeout_ms = 250\ndurability = \"per-append\"\n",
     )
     .unwrap();
     assert_eq!(loaded.store.path, PathBuf::from("/cfg/db/sessions.db"));
     assert_eq!(loaded.store.commit_window_ms, 50);
+    assert_eq!(loaded.store.busy_timeout_ms, 250);
     assert_eq!(loaded.store.durability, Durability::PerAppend);
     assert_eq!(
         settings("[store]\ndurability = \"group\"\n")
@@ -250,6 +252,10 @@ fn store_table_kind_path_window_and_durability() {
     assert_eq!(
         error("[store]\ncommit_window_ms = 120000\n"),
         "store.commit_window_ms: expected at most 60000 (ms), found 120000"
+    );
+    assert_eq!(
+        error("[store]\nbusy_timeout_ms = 600001\n"),
+        "store.busy_timeout_ms: expected at most 600000 (ms), found 600001"
     );
     assert_eq!(
         error("[store]\npath = \"\"\n"),

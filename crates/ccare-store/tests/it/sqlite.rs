@@ -1424,3 +1424,37 @@ fn h_store_2_concurrent_cas_clients_are_linearizable() {
         })
         .unwrap();
 }
+
+/// `busy_timeout_ms` bounds how long a write waits for another program's lock: with
+/// 100 ms configured, a write under a lock held for good fails (naming the lock) long
+/// before the default 5 s would have passed, and the store works again once the lock
+/// is gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn h_store_3_the_busy_timeout_is_the_configured_one() {
+    let db = Db::with(|config| config.busy_timeout_ms = 100);
+    seeded(&db.store, "s", 0).await;
+    let raw = db.raw();
+    raw.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let started = std::time::Instant::now();
+    let refused = db.store.append(&sid("s"), 0, numbered(0, 1, "late")).await;
+    let waited = started.elapsed();
+    match refused {
+        Err(StoreError::Backend { message, .. }) => {
+            assert!(message.contains("database is locked"), "{message}");
+        }
+        other => panic!("the write should fail on the lock, got {other:?}"),
+    }
+    // Generous against a slow machine, and still well under the default's 5 s.
+    assert!(waited < Duration::from_millis(2500), "waited {waited:?}");
+    raw.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(
+        db.store
+            .append(&sid("s"), 0, numbered(0, 1, "on time"))
+            .await,
+        Ok(1)
+    );
+    assert_eq!(
+        db.store.read(&sid("s"), ReadRange::all()).await.unwrap(),
+        numbered(0, 1, "on time")
+    );
+}

@@ -156,6 +156,10 @@ async fn h_store_6_the_next_prompt_in_a_chat_reopens_a_session_a_store_error_fen
     server.push(Reply::text("Back again."));
     let dir = tempfile::tempdir().unwrap();
     crate::care::write_config(dir.path(), &server.base_url());
+    // A write under the lock fails after 300 ms instead of the default 5 s.
+    let config = dir.path().join("ccare.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}\n[store]\nbusy_timeout_ms = 300\n")).unwrap();
     let mut chat = LiveChat::start(dir.path(), &dir.path().join("ccare.toml"));
     chat.wait_for("the banner", Duration::from_secs(30), |_, stderr| {
         stderr.contains("Ctrl-C cancels")
