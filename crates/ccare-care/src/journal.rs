@@ -707,6 +707,7 @@ mod tests {
     use ccare_agent::domains::Domains;
     use ccare_agent::{SettledOutcome, Settlement};
     use ccare_core::SessionId;
+    use ccare_store::testing::{FailingStore, Fault};
     use ccare_store::{MemoryStore, Store};
 
     use super::RequestJournal;
@@ -790,6 +791,12 @@ mod tests {
     /// an index row whose record is gone.
     async fn stored_journal(records: u64, indexed: u64) -> Arc<dyn Store> {
         let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+        seed_journal(&store, records, indexed).await;
+        store
+    }
+
+    /// Writes what [`stored_journal`] holds into `store`.
+    async fn seed_journal(store: &Arc<dyn Store>, records: u64, indexed: u64) {
         let domain = super::JOURNAL_DOMAIN;
         store
             .kv_cas(domain, "__meta", None, Some(br#"{"version":1}"#.to_vec()))
@@ -841,7 +848,33 @@ mod tests {
             )
             .await
             .unwrap();
-        store
+    }
+
+    #[tokio::test]
+    async fn an_open_that_fails_after_its_domain_opened_can_be_tried_again() {
+        // The reindex's first write fails: the journal's open fails after the domain
+        // itself opened. The domain it dropped must not keep the name taken, or every
+        // later use of the journal (each request's gate) fails DOMAIN_IN_USE.
+        let failing = Arc::new(FailingStore::new(MemoryStore::new()));
+        let store: Arc<dyn Store> = Arc::clone(&failing) as Arc<dyn Store>;
+        seed_journal(&store, 10, 5).await;
+        failing.fail(
+            Fault::kv_writes("disk full")
+                .containing(super::JOURNAL_DOMAIN)
+                .once(),
+        );
+        let journal = journal(&store);
+        let Err(failed) = journal.open().await else {
+            panic!("the reindex write fails");
+        };
+        assert!(failed.to_string().contains("disk full"), "{failed}");
+        journal.open().await.unwrap();
+        assert_eq!(
+            listed(&journal, &SessionId::new("s-a").unwrap())
+                .await
+                .len(),
+            5
+        );
     }
 
     #[tokio::test]

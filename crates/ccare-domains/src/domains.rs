@@ -639,25 +639,23 @@ impl Domains {
             }
         }
         drop(state);
+        let opened = Arc::new(Opened {
+            registry: Arc::clone(&claim.registry),
+            name: claim.name.clone(),
+            token: claim.token,
+        });
         claim.keep();
-        Ok(Domain { inner })
+        Ok(Domain {
+            inner,
+            _opened: opened,
+        })
     }
 
     /// Closes the domain `name`: it takes no more writes (`DOMAIN_CLOSED`), its queued
     /// writes still finish, and the name is free for the next opener, which waits for
     /// them. Returns whether the name was held.
     pub fn close(&self, name: &str) -> bool {
-        let mut state = self.registry.state.lock();
-        let Some(claim) = state.claims.remove(name) else {
-            return false;
-        };
-        if let Some(inner) = claim.open {
-            inner.state.lock().closed = true;
-            state
-                .retired
-                .insert(name.to_owned(), Arc::downgrade(&inner));
-        }
-        true
+        self.registry.close(name, None)
     }
 
     /// Closes every domain `owner` holds (when its plugin unmounts); returns their
@@ -738,10 +736,14 @@ impl PluginDomains {
     }
 }
 
-/// An open storage domain. Cheap to clone; clones share memory and queues.
+/// An open storage domain. Cheap to clone; clones share memory and queues. Once every
+/// clone (and every [`Table`] and [`Global`] of it) is dropped, the domain is closed
+/// as [`Domains::close`] closes it.
 #[derive(Clone)]
 pub struct Domain {
     inner: Arc<DomainInner>,
+    /// Held for its `Drop` only: the last handle closes the domain.
+    _opened: Arc<Opened>,
 }
 
 impl fmt::Debug for Domain {
@@ -1393,6 +1395,44 @@ struct RegistryState {
     /// Closed domains whose writes may still be in flight, by name.
     retired: HashMap<String, Weak<DomainInner>>,
     next_token: u64,
+}
+
+impl Registry {
+    /// Closes `name` (only the claim `token` names, when given): see [`Domains::close`].
+    fn close(&self, name: &str, token: Option<u64>) -> bool {
+        let mut state = self.state.lock();
+        // Only the claim named: a later opener's claim on the name stays.
+        let named = state
+            .claims
+            .get(name)
+            .is_some_and(|claim| token.is_none_or(|token| token == claim.token));
+        let Some(claim) = named.then(|| state.claims.remove(name)).flatten() else {
+            return false;
+        };
+        if let Some(inner) = claim.open {
+            inner.state.lock().closed = true;
+            state
+                .retired
+                .insert(name.to_owned(), Arc::downgrade(&inner));
+        }
+        true
+    }
+}
+
+/// Shared by every handle of one open domain: when the last handle goes without a
+/// [`Domains::close`] (its opener dropped it: a set-up that failed or was cancelled
+/// after the open), the domain closes as `close` would, so the name does not stay
+/// taken for the rest of the process.
+struct Opened {
+    registry: Arc<Registry>,
+    name: String,
+    token: u64,
+}
+
+impl Drop for Opened {
+    fn drop(&mut self) {
+        self.registry.close(&self.name, Some(self.token));
+    }
 }
 
 struct Claim {

@@ -1461,3 +1461,36 @@ async fn h_dom_1_stored_keys_lists_a_prefix_by_key_across_pages_keeping_nothing(
         Err(DomainError::Corrupt { .. })
     ));
 }
+
+#[tokio::test]
+async fn h_dom_1_a_domain_whose_handles_are_all_dropped_frees_its_name() {
+    // An opener that drops what it opened without closing it (a set-up that failed or
+    // was cancelled after the open) must not hold the name for the rest of the process.
+    let domains = Domains::new(memory());
+    let first = domains.open(notes_spec(1), "plugin_a").await.unwrap();
+    let table = first.table("notes").unwrap();
+    let written = table.put("k", json!(1)).unwrap();
+    drop(first);
+    // Its table still uses it.
+    assert_eq!(
+        domains
+            .open(notes_spec(1), "plugin_a")
+            .await
+            .unwrap_err()
+            .code(),
+        "DOMAIN_IN_USE"
+    );
+    drop(table);
+    assert_eq!(domains.owner("notes"), None);
+    // The next opener waits for the write the dropped handle queued.
+    let again = domains.open(notes_spec(1), "plugin_a").await.unwrap();
+    assert_eq!(value(&again.table("notes").unwrap(), "k"), Some(json!(1)));
+    written.await.unwrap();
+    // A handle of a closed claim going later leaves the next claim alone.
+    let closed = again.clone();
+    assert!(domains.close("notes"));
+    let third = domains.open(notes_spec(1), "plugin_b").await.unwrap();
+    drop((again, closed));
+    assert_eq!(domains.owner("notes").as_deref(), Some("plugin_b"));
+    assert!(!third.is_closed());
+}
