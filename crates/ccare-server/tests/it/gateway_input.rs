@@ -474,14 +474,6 @@ async fn checked(response: reqwest::Response, sent: &str) -> (Option<Value>, Opt
         .text()
         .await
         .unwrap_or_else(|error| panic!("{status}: the body broke off ({error}) for {sent}"));
-    eprintln!(
-        "STAT {status} {}",
-        if status == 200 {
-            String::new()
-        } else {
-            text.chars().take(90).collect::<String>()
-        }
-    );
     let session = headers
         .get("x-ccare-session")
         .map(|value| value.to_str().unwrap().to_owned());

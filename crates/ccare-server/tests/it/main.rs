@@ -4,6 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
+mod api_input;
 mod events;
 mod gateway;
 mod gateway_clients;
