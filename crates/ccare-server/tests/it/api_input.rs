@@ -1,8 +1,9 @@
 //! API-1, API-2 and API-5 and the rule that untrusted input never panics and never
 //! corrupts what is stored, as a property: any sequence of sessions-API calls, well-formed
 //! or not (creating and forking sessions, prompts, steers and follow-ups with
-//! caller-executed tools, tool results right and wrong, cancels, reads, bodies that are
-//! not JSON or not JSON at all), is answered with a documented status and, when refused,
+//! caller-executed tools, tool results right and wrong, cancels, reads, context care's
+//! management routes (rule toggles a UI sends, stale ones included, actions, prompts,
+//! undo), bodies that are not JSON or not UTF-8), is answered with a documented status and, when refused,
 //! `{error, message}` (never a 5xx, never a dropped connection); every turn comes to rest
 //! (idle, or awaiting its caller's tool results); the sessions pass the audit; and a
 //! restart keeps every event exported before it, byte for byte.
@@ -186,6 +187,24 @@ enum Step {
     Raw(Target, &'static str, (&'static str, &'static [u8])),
     /// A pause, so a slow turn moves on.
     Pause(u64),
+    /// `PATCH /context-care/rules` of a control the session's snapshot lists (picked
+    /// by index), as a UI toggle sends it.
+    Rules(Target, Toggle),
+    /// A `GET` or `POST` of context care's management routes (`{id}` is the session's).
+    Manage(Target, reqwest::Method, &'static str),
+}
+
+/// What a rules `PATCH` sends about the control it picked.
+#[derive(Debug, Clone, Copy)]
+enum Toggle {
+    /// An action turned on or off.
+    Action(usize, bool),
+    /// A rule paused or resumed.
+    Pause(usize, bool),
+    /// The same as [`Toggle::Action`] with the revision before the current one.
+    Stale(usize),
+    /// A body naming no change.
+    Empty,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -219,8 +238,42 @@ fn step() -> impl Strategy<Value = Step> {
         )
             .prop_map(|(at, route, body)| Step::Raw(at, route, body)),
         2 => (0u64..80).prop_map(Step::Pause),
+        2 => (target(), toggle()).prop_map(|(at, toggle)| Step::Rules(at, toggle)),
+        1 => (target(), proptest::sample::select(MANAGE))
+            .prop_map(|(at, (method, path))| Step::Manage(at, method, path)),
     ]
 }
+
+fn toggle() -> impl Strategy<Value = Toggle> {
+    prop_oneof![
+        4 => (any::<usize>(), any::<bool>()).prop_map(|(at, on)| Toggle::Action(at, on)),
+        2 => (any::<usize>(), any::<bool>()).prop_map(|(at, on)| Toggle::Pause(at, on)),
+        1 => any::<usize>().prop_map(Toggle::Stale),
+        1 => Just(Toggle::Empty),
+    ]
+}
+
+/// Context care's management routes a step calls (`{id}` is a session's).
+const MANAGE: &[(reqwest::Method, &str)] = &[
+    (
+        reqwest::Method::GET,
+        "/context-care/actions?sessionId={id}&limit=20",
+    ),
+    (reqwest::Method::GET, "/context-care/actions?sessionId={id}"),
+    (
+        reqwest::Method::GET,
+        "/context-care/prompts?sessionId={id}&limit=5",
+    ),
+    (reqwest::Method::GET, "/context-care/rules?sessionId={id}"),
+    (
+        reqwest::Method::GET,
+        "/context-care/actions/op_none?sessionId={id}",
+    ),
+    (
+        reqwest::Method::POST,
+        "/context-care/actions/op_none/undo?sessionId={id}",
+    ),
+];
 
 /// The fake model: calls `lookup` when the caller's last message has the call word and
 /// `lookup` is offered; answers slowly (five pieces 40 ms apart) when it has
@@ -356,6 +409,41 @@ fn results(answer: Answer, open: &[String]) -> Value {
     }
 }
 
+/// The rules `PATCH` body of `toggle` against `snapshot` (`GET /context-care/rules`):
+/// the control is picked by index among those the snapshot lists.
+fn patch(snapshot: &Value, toggle: Toggle) -> Value {
+    let mut controls = Vec::new();
+    for source in snapshot["sources"].as_array().into_iter().flatten() {
+        for rule in source["rules"].as_array().into_iter().flatten() {
+            for action in rule["actions"].as_array().into_iter().flatten() {
+                controls.push((&source["sourceId"], &rule["id"], &action["id"]));
+            }
+        }
+    }
+    let revision = snapshot["revision"].as_u64().unwrap_or(0);
+    let picked = match toggle {
+        Toggle::Action(at, _) | Toggle::Pause(at, _) | Toggle::Stale(at) => {
+            (!controls.is_empty()).then(|| controls[at % controls.len()])
+        }
+        Toggle::Empty => None,
+    };
+    let Some((source, rule, action)) = picked else {
+        return json!({ "revision": revision });
+    };
+    match toggle {
+        Toggle::Action(_, on) => {
+            json!({"revision": revision, "sourceId": source, "ruleId": rule, "actionId": action, "enabled": on})
+        }
+        Toggle::Pause(_, on) => {
+            json!({"revision": revision, "sourceId": source, "ruleId": rule, "paused": on})
+        }
+        Toggle::Stale(_) => {
+            json!({"revision": revision.wrapping_sub(1), "sourceId": source, "ruleId": rule, "actionId": action, "enabled": false})
+        }
+        Toggle::Empty => json!({ "revision": revision }),
+    }
+}
+
 /// Creates a session, then sends `steps` in order; returns the sessions made.
 async fn run(rig: &Rig, steps: &[Step]) -> Vec<String> {
     let mut made = Made {
@@ -430,6 +518,23 @@ async fn run(rig: &Rig, steps: &[Step]) -> Vec<String> {
                 }
             }
             Step::Pause(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+            Step::Rules(target, toggle) => {
+                let path = format!("/context-care/rules?sessionId={}", made.id(*target));
+                let (status, snapshot) = checked(rig.get(&path).await, &path).await;
+                let body = if status == 200 {
+                    patch(&snapshot, *toggle)
+                } else {
+                    json!({"revision": 0})
+                };
+                let sent = format!("PATCH {path}: {body}");
+                checked(rig.patch_json(&path, &body).await, &sent).await;
+            }
+            Step::Manage(target, method, path) => {
+                let path = path.replace("{id}", &made.id(*target));
+                let sent = format!("{method} {path}");
+                let request = rig.authed(method.clone(), &path);
+                checked(send(request, &sent).await, &sent).await;
+            }
         }
     }
     made.ids
