@@ -1,8 +1,9 @@
 //! GW-6 and the rule that untrusted input never panics and never corrupts what is
 //! stored, as a property: any sequence of chat-completions requests, well-formed or
 //! not, continuing, forking and resending each other, is answered 200 or a 4xx
-//! refusal the SDKs do not retry (never a 5xx, never a dropped connection), and
-//! leaves sessions the audit accepts and a fresh boot over the same store reopens.
+//! refusal the SDKs do not retry (never a 5xx, never a dropped connection), also when
+//! a web UI user types into the same session through the sessions API between them,
+//! and leaves sessions the audit accepts and a fresh boot over the same store reopens.
 
 use ccare_core::SessionId;
 use ccare_fake_openai::{Reply, Script};
@@ -297,6 +298,10 @@ enum Step {
     Leave(Messages, Fields),
     /// A body naming a session in `x-ccare-session` that does not exist.
     UnknownSession,
+    /// A message into the last answered session through the sessions API (a user of the
+    /// web UI typing into a gateway conversation), in mode `prompt`, `steer` or
+    /// `followup`, then a pause of this many ms.
+    Api(String, &'static str, u64),
 }
 
 const RAW_BODIES: &[&[u8]] = &[
@@ -324,6 +329,12 @@ fn step() -> impl Strategy<Value = Step> {
         20 => (chat, messages(), fields()).prop_map(|(step, messages, fields)| step(messages, fields)),
         1 => proptest::sample::select(RAW_BODIES).prop_map(Step::Raw),
         1 => Just(Step::UnknownSession),
+        4 => (
+            text(),
+            proptest::sample::select(&["prompt", "steer", "followup"][..]),
+            0u64..60,
+        )
+            .prop_map(|(text, mode, pause)| Step::Api(text, mode, pause)),
     ]
 }
 
@@ -569,8 +580,10 @@ async fn send(request: reqwest::RequestBuilder, sent: &str) -> reqwest::Response
 /// Sends `steps` in order; returns the sessions the answers named.
 async fn run(rig: &Rig, steps: &[Step]) -> Vec<String> {
     let mut client = Client::default();
-    let mut sessions = Vec::new();
+    let mut sessions: Vec<String> = Vec::new();
     for step in steps {
+        // The session the latest answer named.
+        let last = sessions.last().cloned();
         match step {
             Step::Chat(messages, fields) => {
                 let body = client.body(messages, fields);
@@ -618,6 +631,21 @@ async fn run(rig: &Rig, steps: &[Step]) -> Vec<String> {
                 let sent = String::from_utf8_lossy(bytes).into_owned();
                 let (_, session) = checked(send(request, &sent).await, &sent).await;
                 sessions.extend(session);
+            }
+            Step::Api(text, mode, pause) => {
+                if let Some(id) = &last {
+                    let path = format!("/api/sessions/{id}/messages");
+                    let response = rig
+                        .post_json(&path, &json!({"text": text, "mode": mode}))
+                        .await;
+                    let status = response.status().as_u16();
+                    let body = response.text().await.unwrap();
+                    assert!(
+                        [202, 400, 409].contains(&status),
+                        "{status} {body} for {mode} {text:?} into {id}"
+                    );
+                    tokio::time::sleep(std::time::Duration::from_millis(*pause)).await;
+                }
             }
             Step::UnknownSession => {
                 let body =
