@@ -3,7 +3,8 @@
 //! or not (creating and forking sessions, prompts, steers and follow-ups with
 //! caller-executed tools, tool results right and wrong, cancels, reads, context care's
 //! management routes (rule toggles a UI sends, stale ones included, actions, prompts,
-//! undo), bodies that are not JSON or not UTF-8), is answered with a documented status and, when refused,
+//! undo), bodies that are not JSON or not UTF-8, and any two of them sent at once), is
+//! answered with a documented status and, when refused,
 //! `{error, message}` (never a 5xx, never a dropped connection); every turn comes to rest
 //! (idle, or awaiting its caller's tool results); the sessions pass the audit; and a
 //! restart keeps every event exported before it, byte for byte.
@@ -192,6 +193,9 @@ enum Step {
     Rules(Target, Toggle),
     /// A `GET` or `POST` of context care's management routes (`{id}` is the session's).
     Manage(Target, reqwest::Method, &'static str),
+    /// Two steps sent at once (two tabs of the web UI, a client's retry racing the
+    /// original).
+    Together(Box<Step>, Box<Step>),
 }
 
 /// What a rules `PATCH` sends about the control it picked.
@@ -208,6 +212,17 @@ enum Toggle {
 }
 
 fn step() -> impl Strategy<Value = Step> {
+    // Boxed: the strategy is large, and two of them side by side overflow a test
+    // thread's stack in a debug build.
+    let one = one_step().boxed();
+    prop_oneof![
+        5 => one.clone(),
+        1 => (one.clone(), one)
+            .prop_map(|(first, second)| Step::Together(Box::new(first), Box::new(second))),
+    ]
+}
+
+fn one_step() -> impl Strategy<Value = Step> {
     let create = prop_oneof![
         6 => Just(json!({})),
         1 => Just(json!({"model": "fake/model"})),
@@ -444,98 +459,113 @@ fn patch(snapshot: &Value, toggle: Toggle) -> Value {
     }
 }
 
+/// Sends one step (both at once for [`Step::Together`]); returns the sessions it made.
+async fn call(rig: &Rig, made: &Made, step: &Step) -> Vec<String> {
+    let mut created = Vec::new();
+    match step {
+        Step::Create(body) => {
+            let sent = format!("create {body}");
+            let (status, answer) = checked(
+                send(
+                    rig.authed(reqwest::Method::POST, "/api/sessions")
+                        .json(body),
+                    &sent,
+                )
+                .await,
+                &sent,
+            )
+            .await;
+            if status == 201 {
+                created.push(answer["id"].as_str().unwrap().to_owned());
+            }
+        }
+        Step::Message(target, body) => {
+            let id = made.id(*target);
+            let sent = format!("message to {id}: {body}");
+            let path = format!("/api/sessions/{id}/messages");
+            let (status, answer) = checked(rig.post_json(&path, body).await, &sent).await;
+            if status == 202 {
+                assert_eq!(answer["accepted"], json!(true), "{answer} for {sent}");
+            }
+        }
+        Step::ToolResults(target, answer) => {
+            let id = made.id(*target);
+            let open = open_calls(rig, &id).await;
+            let body = results(*answer, &open);
+            let sent = format!("tool results to {id} (open {open:?}): {body}");
+            let path = format!("/api/sessions/{id}/tool-results");
+            checked(rig.post_json(&path, &body).await, &sent).await;
+        }
+        Step::Cancel(target, keep) => {
+            let id = made.id(*target);
+            let body = keep.map_or(json!({}), |keep| json!({"keepInbox": keep}));
+            let sent = format!("cancel {id}: {body}");
+            let path = format!("/api/sessions/{id}/cancel");
+            checked(rig.post_json(&path, &body).await, &sent).await;
+        }
+        Step::Fork(target, seq) => {
+            let id = made.id(*target);
+            let body = seq.map_or(json!({}), |seq| json!({"atSeq": seq}));
+            let sent = format!("fork {id}: {body}");
+            let path = format!("/api/sessions/{id}/fork");
+            let (status, answer) = checked(rig.post_json(&path, &body).await, &sent).await;
+            if status == 201 {
+                created.push(answer["id"].as_str().unwrap().to_owned());
+            }
+        }
+        Step::Read(target, path) => {
+            let path = path.replace("{id}", &made.id(*target));
+            checked(rig.get(&path).await, &path).await;
+        }
+        Step::Raw(target, route, (content_type, bytes)) => {
+            let path = route.replace("{id}", &made.id(*target));
+            let sent = format!("{path} {content_type} {}", String::from_utf8_lossy(bytes));
+            let request = rig
+                .authed(reqwest::Method::POST, &path)
+                .header("content-type", *content_type)
+                .body(bytes.to_vec());
+            let (status, answer) = checked(send(request, &sent).await, &sent).await;
+            if status == 201 {
+                created.extend(answer["id"].as_str().map(str::to_owned));
+            }
+        }
+        Step::Pause(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
+        Step::Rules(target, toggle) => {
+            let path = format!("/context-care/rules?sessionId={}", made.id(*target));
+            let (status, snapshot) = checked(rig.get(&path).await, &path).await;
+            let body = if status == 200 {
+                patch(&snapshot, *toggle)
+            } else {
+                json!({"revision": 0})
+            };
+            let sent = format!("PATCH {path}: {body}");
+            checked(rig.patch_json(&path, &body).await, &sent).await;
+        }
+        Step::Manage(target, method, path) => {
+            let path = path.replace("{id}", &made.id(*target));
+            let sent = format!("{method} {path}");
+            let request = rig.authed(method.clone(), &path);
+            checked(send(request, &sent).await, &sent).await;
+        }
+        Step::Together(first, second) => {
+            let (first, second) = tokio::join!(
+                Box::pin(call(rig, made, first)),
+                Box::pin(call(rig, made, second))
+            );
+            created.extend(first.into_iter().chain(second));
+        }
+    }
+    created
+}
+
 /// Creates a session, then sends `steps` in order; returns the sessions made.
 async fn run(rig: &Rig, steps: &[Step]) -> Vec<String> {
     let mut made = Made {
         ids: vec![crate::events::create_session(rig).await],
     };
     for step in steps {
-        match step {
-            Step::Create(body) => {
-                let sent = format!("create {body}");
-                let (status, answer) = checked(
-                    send(
-                        rig.authed(reqwest::Method::POST, "/api/sessions")
-                            .json(body),
-                        &sent,
-                    )
-                    .await,
-                    &sent,
-                )
-                .await;
-                if status == 201 {
-                    made.ids.push(answer["id"].as_str().unwrap().to_owned());
-                }
-            }
-            Step::Message(target, body) => {
-                let id = made.id(*target);
-                let sent = format!("message to {id}: {body}");
-                let path = format!("/api/sessions/{id}/messages");
-                let (status, answer) = checked(rig.post_json(&path, body).await, &sent).await;
-                if status == 202 {
-                    assert_eq!(answer["accepted"], json!(true), "{answer} for {sent}");
-                }
-            }
-            Step::ToolResults(target, answer) => {
-                let id = made.id(*target);
-                let open = open_calls(rig, &id).await;
-                let body = results(*answer, &open);
-                let sent = format!("tool results to {id} (open {open:?}): {body}");
-                let path = format!("/api/sessions/{id}/tool-results");
-                checked(rig.post_json(&path, &body).await, &sent).await;
-            }
-            Step::Cancel(target, keep) => {
-                let id = made.id(*target);
-                let body = keep.map_or(json!({}), |keep| json!({"keepInbox": keep}));
-                let sent = format!("cancel {id}: {body}");
-                let path = format!("/api/sessions/{id}/cancel");
-                checked(rig.post_json(&path, &body).await, &sent).await;
-            }
-            Step::Fork(target, seq) => {
-                let id = made.id(*target);
-                let body = seq.map_or(json!({}), |seq| json!({"atSeq": seq}));
-                let sent = format!("fork {id}: {body}");
-                let path = format!("/api/sessions/{id}/fork");
-                let (status, answer) = checked(rig.post_json(&path, &body).await, &sent).await;
-                if status == 201 {
-                    made.ids.push(answer["id"].as_str().unwrap().to_owned());
-                }
-            }
-            Step::Read(target, path) => {
-                let path = path.replace("{id}", &made.id(*target));
-                checked(rig.get(&path).await, &path).await;
-            }
-            Step::Raw(target, route, (content_type, bytes)) => {
-                let path = route.replace("{id}", &made.id(*target));
-                let sent = format!("{path} {content_type} {}", String::from_utf8_lossy(bytes));
-                let request = rig
-                    .authed(reqwest::Method::POST, &path)
-                    .header("content-type", *content_type)
-                    .body(bytes.to_vec());
-                let (status, answer) = checked(send(request, &sent).await, &sent).await;
-                if status == 201 {
-                    made.ids.extend(answer["id"].as_str().map(str::to_owned));
-                }
-            }
-            Step::Pause(ms) => tokio::time::sleep(Duration::from_millis(*ms)).await,
-            Step::Rules(target, toggle) => {
-                let path = format!("/context-care/rules?sessionId={}", made.id(*target));
-                let (status, snapshot) = checked(rig.get(&path).await, &path).await;
-                let body = if status == 200 {
-                    patch(&snapshot, *toggle)
-                } else {
-                    json!({"revision": 0})
-                };
-                let sent = format!("PATCH {path}: {body}");
-                checked(rig.patch_json(&path, &body).await, &sent).await;
-            }
-            Step::Manage(target, method, path) => {
-                let path = path.replace("{id}", &made.id(*target));
-                let sent = format!("{method} {path}");
-                let request = rig.authed(method.clone(), &path);
-                checked(send(request, &sent).await, &sent).await;
-            }
-        }
+        let created = call(rig, &made, step).await;
+        made.ids.extend(created);
     }
     made.ids
 }
