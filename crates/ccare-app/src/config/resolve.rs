@@ -327,24 +327,18 @@ fn store_settings(table: &StoreTable, base: &Path, home: &Home) -> Result<StoreS
             format!("store.durability: expected \"group\" or \"per-append\", found {text:?}")
         })?,
     };
-    let commit_window_ms = match table.commit_window_ms {
-        None => SqliteConfig::DEFAULT_COMMIT_WINDOW_MS,
-        Some(value) if value <= MAX_COMMIT_WINDOW_MS => value,
-        Some(value) => {
-            return Err(format!(
-                "store.commit_window_ms: expected at most {MAX_COMMIT_WINDOW_MS} (ms), found {value}"
-            ));
-        }
-    };
-    let busy_timeout_ms = match table.busy_timeout_ms {
-        None => SqliteConfig::DEFAULT_BUSY_TIMEOUT_MS,
-        Some(value) if value <= MAX_BUSY_TIMEOUT_MS => value,
-        Some(value) => {
-            return Err(format!(
-                "store.busy_timeout_ms: expected at most {MAX_BUSY_TIMEOUT_MS} (ms), found {value}"
-            ));
-        }
-    };
+    let commit_window_ms = at_most_ms(
+        "store.commit_window_ms",
+        table.commit_window_ms,
+        SqliteConfig::DEFAULT_COMMIT_WINDOW_MS,
+        MAX_COMMIT_WINDOW_MS,
+    )?;
+    let busy_timeout_ms = at_most_ms(
+        "store.busy_timeout_ms",
+        table.busy_timeout_ms,
+        SqliteConfig::DEFAULT_BUSY_TIMEOUT_MS,
+        MAX_BUSY_TIMEOUT_MS,
+    )?;
     let path = match &table.path {
         None => home.database(),
         Some(path) if path.as_os_str().is_empty() => {
@@ -359,6 +353,15 @@ fn store_settings(table: &StoreTable, base: &Path, home: &Home) -> Result<StoreS
         busy_timeout_ms,
         durability,
     })
+}
+
+/// A duration in ms at `key`: `default` when absent, refused above `max`.
+fn at_most_ms(key: &str, value: Option<u64>, default: u64, max: u64) -> Result<u64, String> {
+    match value {
+        None => Ok(default),
+        Some(value) if value <= max => Ok(value),
+        Some(value) => Err(format!("{key}: expected at most {max} (ms), found {value}")),
+    }
 }
 
 fn http_settings(table: &HttpTable) -> Result<HttpSettings, String> {

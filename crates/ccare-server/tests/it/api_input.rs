@@ -11,21 +11,13 @@
 
 use std::time::{Duration, Instant};
 
-use ccare_core::SessionId;
-use ccare_fake_openai::{Reply, Script};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use crate::events::{Frame, Sse, event_lines, export_events};
+use crate::fuzzed::{CALL_WORD, SLOW_WORD, assert_audited, model, runtime, send};
 use crate::rig::Rig;
-
-/// The word a message carries to make the fake model call the caller's `lookup`.
-const CALL_WORD: &str = "please-call";
-
-/// The word a message carries to make the fake model answer slowly (so steers,
-/// follow-ups and cancels land mid-turn).
-const SLOW_WORD: &str = "slowly";
 
 /// A session id of the right form that no session has.
 const UNKNOWN_ID: &str = "01a252f6-0000-7000-8000-000000000000";
@@ -290,50 +282,6 @@ const MANAGE: &[(reqwest::Method, &str)] = &[
     ),
 ];
 
-/// The fake model: calls `lookup` when the caller's last message has the call word and
-/// `lookup` is offered; answers slowly (five pieces 40 ms apart) when it has
-/// the slow word; answers at once otherwise.
-fn model(request: &ccare_fake_openai::RecordedRequest) -> Reply {
-    let messages = request.body["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    // The caller's message and the notices context care adds after it.
-    let said: Vec<String> = messages
-        .iter()
-        .rev()
-        .take_while(|message| message["role"] == "user")
-        .map(|message| message["content"].to_string())
-        .collect();
-    let says = |word: &str| said.iter().any(|text| text.contains(word));
-    let offered = request.body["tools"].as_array().is_some_and(|tools| {
-        tools
-            .iter()
-            .any(|tool| tool["function"]["name"] == "lookup")
-    });
-    if says(CALL_WORD) && offered {
-        let n = messages.len();
-        return Reply::Chunks(
-            Script::new()
-                .tool_call(
-                    0,
-                    Some(&format!("call_{n}")),
-                    Some("lookup"),
-                    "{\"q\":\"x\"}",
-                )
-                .finish("tool_calls"),
-        );
-    }
-    if says(SLOW_WORD) {
-        let mut script = Script::new().text("a slow");
-        for _ in 0..5 {
-            script = script.delay_ms(40).text(" answer");
-        }
-        return Reply::Chunks(script.finish("stop"));
-    }
-    Reply::text("an answer")
-}
-
 /// The sessions made so far, and what each call did.
 struct Made {
     ids: Vec<String>,
@@ -383,14 +331,6 @@ async fn checked(response: reqwest::Response, sent: &str) -> (u16, Value) {
         }
     }
     (status, body)
-}
-
-/// Sends `request`; panics if no response comes.
-async fn send(request: reqwest::RequestBuilder, sent: &str) -> reqwest::Response {
-    request
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("no response ({error}) for {sent}"))
 }
 
 /// The calls a session awaits results for, as its detail lists them.
@@ -593,20 +533,6 @@ async fn settled(rig: &Rig, ids: &[String], steps: &[Step]) {
     }
 }
 
-/// The audit (`ccare sessions check`) finds nothing wrong in any session of `ids`.
-async fn assert_audited(rig: &Rig, ids: &[String], steps: &[Step]) {
-    let sessions = rig.context().booted.host.sessions().clone();
-    for id in ids {
-        let id: SessionId = id.parse().unwrap();
-        let loaded = sessions.load(&id).await.unwrap();
-        assert!(
-            loaded.violations.is_empty(),
-            "{id}: {:?} after {steps:?}",
-            loaded.violations
-        );
-    }
-}
-
 /// ACT-4: each session's event stream, read from its start, carries exactly the events
 /// of its export (`exported`, one line each), in order.
 async fn assert_streams_equal_exports(rig: &Rig, ids: &[String], exported: &[String]) {
@@ -649,14 +575,9 @@ proptest! {
     fn api_5_any_command_sequence_is_answered_and_the_store_stays_whole(
         steps in vec(step(), 1..10)
     ) {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
+        runtime().block_on(async {
             let rig = Rig::start().await;
-            rig.fake.respond_with(model);
+            rig.fake.respond_with(model(|n| format!("call_{n}")));
             let ids = run(&rig, &steps).await;
             settled(&rig, &ids, &steps).await;
             assert_audited(&rig, &ids, &steps).await;

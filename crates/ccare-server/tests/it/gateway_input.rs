@@ -5,23 +5,15 @@
 //! a web UI user types into the same session through the sessions API between them,
 //! and leaves sessions the audit accepts and a fresh boot over the same store reopens.
 
-use ccare_core::SessionId;
-use ccare_fake_openai::{Reply, Script};
 use proptest::collection::vec;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use crate::fuzzed::{CALL_WORD, SLOW_WORD, assert_audited, model, runtime, send};
 use crate::gateway::data_lines;
 use crate::rig::Rig;
 
 const CHAT: &str = "/v1/chat/completions";
-
-/// The word a user message carries to make the fake model call the client's `lookup`.
-const CALL_WORD: &str = "please-call";
-
-/// The word a user message carries to make the fake model answer slowly (a client
-/// that leaves mid-stream then leaves mid-turn).
-const SLOW_WORD: &str = "slowly";
 
 /// A tiny valid PNG, as a data URL.
 const PNG: &str = "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
@@ -433,45 +425,6 @@ fn body(messages: Vec<Value>, fields: &Fields) -> Value {
     body
 }
 
-/// The fake model: calls the client's `lookup` when the last message is a user
-/// message with the call word and `lookup` is offered; answers in text otherwise,
-/// slowly (five pieces 40 ms apart) when the last message has the slow word.
-fn model(request: &ccare_fake_openai::RecordedRequest) -> Reply {
-    let messages = request.body["messages"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let last = messages.last().cloned().unwrap_or_default();
-    let says = |word: &str| last["role"] == "user" && last["content"].to_string().contains(word);
-    let offered = request.body["tools"].as_array().is_some_and(|tools| {
-        tools
-            .iter()
-            .any(|tool| tool["function"]["name"] == "lookup")
-    });
-    if says(CALL_WORD) && offered {
-        // `call_fz1` or `call_fz2`, as a fresh transcript may name either.
-        let n = messages.len() % 2 + 1;
-        return Reply::Chunks(
-            Script::new()
-                .tool_call(
-                    0,
-                    Some(&format!("call_fz{n}")),
-                    Some("lookup"),
-                    "{\"q\":\"x\"}",
-                )
-                .finish("tool_calls"),
-        );
-    }
-    if says(SLOW_WORD) {
-        let mut script = Script::new().text("a slow");
-        for _ in 0..5 {
-            script = script.delay_ms(40).text(" answer");
-        }
-        return Reply::Chunks(script.finish("stop"));
-    }
-    Reply::text("an answer")
-}
-
 /// What one response must be: 200 with an answer (its session named), or a 4xx
 /// refusal the SDKs do not retry in OpenAI's error shape. Returns the answer's
 /// assistant message and session, if answered.
@@ -567,14 +520,6 @@ fn streamed_message(text: &str, sent: &str) -> Value {
 /// The chat-completions request of `body`.
 fn post(rig: &Rig, body: &Value) -> reqwest::RequestBuilder {
     rig.authed(reqwest::Method::POST, CHAT).json(body)
-}
-
-/// Sends `request`; panics if no response comes.
-async fn send(request: reqwest::RequestBuilder, sent: &str) -> reqwest::Response {
-    request
-        .send()
-        .await
-        .unwrap_or_else(|error| panic!("no response ({error}) for {sent}"))
 }
 
 /// Sends `steps` in order; returns the sessions the answers named.
@@ -694,20 +639,6 @@ async fn assert_intact(rig: Rig, ids: &[String], steps: &[Step]) {
     rig.shutdown().await;
 }
 
-/// The audit (`ccare sessions check`) finds nothing wrong in any session of `ids`.
-async fn assert_audited(rig: &Rig, ids: &[String], steps: &[Step]) {
-    let sessions = rig.context().booted.host.sessions().clone();
-    for id in ids {
-        let id: SessionId = id.parse().unwrap();
-        let loaded = sessions.load(&id).await.unwrap();
-        assert!(
-            loaded.violations.is_empty(),
-            "{id}: {:?} after {steps:?}",
-            loaded.violations
-        );
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
@@ -719,14 +650,10 @@ proptest! {
     fn gw_6_any_request_sequence_is_answered_or_refused_and_the_store_stays_whole(
         steps in vec(step(), 1..7)
     ) {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
+        runtime().block_on(async {
             let rig = Rig::start().await;
-            rig.fake.respond_with(model);
+            // `call_fz1` or `call_fz2`, as a fresh transcript may name either.
+            rig.fake.respond_with(model(|n| format!("call_fz{}", n % 2 + 1)));
             let sessions = run(&rig, &steps).await;
             assert_intact(rig, &sessions, &steps).await;
         });

@@ -6,6 +6,7 @@
 
 mod api_input;
 mod events;
+mod fuzzed;
 mod gateway;
 mod gateway_clients;
 mod gateway_input;
