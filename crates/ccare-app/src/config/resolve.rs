@@ -7,7 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use ccare_llm::{LlmConfig, ProviderConfig, ProviderKind, env_defaults};
+use ccare_core::json::MAX_SAFE_INTEGER;
+use ccare_llm::{LlmConfig, ModelConfig, ProviderConfig, ProviderKind, env_defaults};
 use ccare_session::LoadPolicy;
 use ccare_store::{Durability, SqliteConfig};
 
@@ -18,7 +19,8 @@ use crate::config::file::{
 use crate::config::plugins;
 use crate::config::settings::{
     BuiltinTool, DEFAULT_ACTOR_IDLE_MS, DEFAULT_HTTP_ADDR, DEFAULT_LEASE_MS, DEFAULT_PROFILE,
-    GatewaySettings, HostSettings, HttpSettings, Profile, Settings, StoreKind, StoreSettings,
+    GatewaySettings, HostSettings, HttpSettings, LoopLimits, Profile, Settings, StoreKind,
+    StoreSettings,
 };
 use crate::config::values;
 use crate::home::Home;
@@ -45,11 +47,13 @@ pub(crate) fn resolve(
             provider.script = Some(base.join(script));
         }
     }
-    for model in file.models.values_mut() {
+    for (name, model) in &mut file.models {
         if let Some(tokenizer) = &model.tokenizer {
             model.tokenizer = Some(base.join(tokenizer));
         }
+        model_limits(name, model)?;
     }
+    loop_limits(&file.loop_table)?;
     let mut notice = None;
     let mut llm = LlmConfig {
         providers: file.providers,
@@ -353,6 +357,41 @@ fn store_settings(table: &StoreTable, base: &Path, home: &Home) -> Result<StoreS
         busy_timeout_ms,
         durability,
     })
+}
+
+/// `[models."<name>"]`'s numbers: a window and an output limit of at least one token,
+/// and no number the session log cannot carry exactly (the window is logged with every
+/// `request/context`; past 2^53 - 1 each turn would fail to log it).
+fn model_limits(name: &str, model: &ModelConfig) -> Result<(), String> {
+    if let Some(window) = model.context_window {
+        values::positive_safe(window)
+            .map_err(|error| format!("models.{name}.context_window: {error}"))?;
+    }
+    if model.max_output_tokens == Some(0) {
+        return Err(format!(
+            "models.{name}.max_output_tokens: expected a positive integer, found 0"
+        ));
+    }
+    if let Some(tokens) = model.image_tokens
+        && tokens > MAX_SAFE_INTEGER
+    {
+        return Err(format!(
+            "models.{name}.image_tokens: expected at most {MAX_SAFE_INTEGER}, found {tokens}"
+        ));
+    }
+    Ok(())
+}
+
+/// `[loop]`: a turn takes at least one step and a tool pool at least one call (0
+/// would end every turn `STEP_LIMIT` or run no parallel-safe call).
+fn loop_limits(limits: &LoopLimits) -> Result<(), String> {
+    if limits.max_steps_per_turn == 0 {
+        return Err("loop.max_steps_per_turn: expected at least 1, found 0".to_owned());
+    }
+    if limits.tool_pool == 0 {
+        return Err("loop.tool_pool: expected at least 1, found 0".to_owned());
+    }
+    Ok(())
 }
 
 /// A duration in ms at `key`: `default` when absent, refused above `max`.

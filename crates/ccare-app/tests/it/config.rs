@@ -398,3 +398,45 @@ fn invalid_config_is_bad_input() {
     assert!(matches!(error, AppError::Config { .. }), "{error:?}");
     assert!(error.is_bad_input());
 }
+
+#[test]
+fn model_and_loop_values_no_turn_could_use_are_refused_naming_the_key() {
+    // Each of these loaded before, and then failed every turn: a window the session
+    // log cannot carry exactly (NON_LOSSLESS_JSON), no step or no tool slot allowed.
+    let model = |line: &str| error(&format!("[models.\"s/m\"]\n{line}\n"));
+    assert_eq!(
+        model("context_window = 9223372036854775807"),
+        "models.s/m.context_window: expected a positive integer of at most 9007199254740991, found 9223372036854775807"
+    );
+    assert_eq!(
+        model("context_window = 0"),
+        "models.s/m.context_window: expected a positive integer of at most 9007199254740991, found 0"
+    );
+    assert_eq!(
+        model("max_output_tokens = 0"),
+        "models.s/m.max_output_tokens: expected a positive integer, found 0"
+    );
+    assert_eq!(
+        model("image_tokens = 9007199254740992"),
+        "models.s/m.image_tokens: expected at most 9007199254740991, found 9007199254740992"
+    );
+    assert_eq!(
+        error("[loop]\nmax_steps_per_turn = 0\n"),
+        "loop.max_steps_per_turn: expected at least 1, found 0"
+    );
+    assert_eq!(
+        error("[loop]\ntool_pool = 0\n"),
+        "loop.tool_pool: expected at least 1, found 0"
+    );
+    // The edges that work still load.
+    let loaded = settings(
+        "[models.\"s/m\"]\ncontext_window = 9007199254740991\nmax_output_tokens = 1\n\
+         image_tokens = 0\n[loop]\nmax_steps_per_turn = 1\ntool_pool = 1\n",
+    )
+    .unwrap();
+    assert_eq!(
+        loaded.llm.models["s/m"].context_window,
+        Some(9_007_199_254_740_991)
+    );
+    assert_eq!(loaded.loop_limits.max_steps_per_turn, 1);
+}

@@ -6,6 +6,7 @@
 mod agents;
 mod boot;
 mod config;
+mod config_props;
 mod durability;
 mod lease;
 mod profiles;
