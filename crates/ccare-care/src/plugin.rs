@@ -203,6 +203,18 @@ pub struct RouteSnapshot {
 }
 
 impl RouteSnapshot {
+    /// The route as a conversation request that sets no `max_tokens` meets it.
+    fn conversation_info(&self) -> crate::budget::RouteInfo<'_> {
+        crate::budget::RouteInfo {
+            provider: &self.provider,
+            model: &self.model,
+            purpose: crate::config::RoutePurpose::Conversation,
+            physical_window_tokens: self.context_window,
+            max_tokens: None,
+            adapter_default_max_tokens: self.max_output_tokens.map(u64::from),
+        }
+    }
+
     /// The snapshot of a resolved route.
     pub fn of(route: &Route) -> Self {
         Self {
@@ -223,6 +235,16 @@ impl Plugin for ContextCare {
 
     fn mount(&self, config: &Value, scope: &mut PluginScope<'_>) -> Result<(), MountError> {
         let config = Arc::new(CareConfig::from_json(config).map_err(MountError::Config)?);
+        if let Some(route) = self.route.as_deref() {
+            // A budget every conversation request of the configured route would fail
+            // with (CC-BUD-2) is a config error: said now, not at each turn.
+            crate::budget::resolve(&config, route.conversation_info()).map_err(|invalid| {
+                MountError::Config(format!(
+                    "the conversation route {}/{}: {invalid}",
+                    route.provider, route.model
+                ))
+            })?;
+        }
         let llm = scope.llm();
         let summary_route =
             crate::route::summary_route(&config.summary, &llm, self.route.as_deref())

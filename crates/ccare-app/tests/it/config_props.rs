@@ -177,6 +177,14 @@ async fn try_config(text: &str) -> String {
             "the host failed the turn ({failure}); the config should have been refused:\n{text}"
         );
     }
+    // So is a budget every request of the route would fail with (CC-BUD-2).
+    if let Some(TurnEndReason::Error {
+        failure: TurnFailure::Llm(failure),
+    }) = &end
+        && failure.message.starts_with("invalid resolved budget")
+    {
+        panic!("{failure}: the config should have been refused:\n{text}");
+    }
     format!("ran: {end:?}")
 }
 

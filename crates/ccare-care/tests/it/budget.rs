@@ -580,3 +580,38 @@ fn cc_bud_6_vector_280000_is_refused_with_policy_kind() {
 fn cc_bud_6_unknown_capacity_is_unchecked() {
     assert_eq!(budget::preflight(u64::MAX, None), Preflight::Dispatch);
 }
+
+#[tokio::test]
+async fn cc_bud_2_a_conversation_route_every_request_would_fail_on_is_refused_at_mount() {
+    // A 2000-token window with a 1000-token output limit and 1500 tokens of safety
+    // leaves no input: every conversation request would fail CC-BUD-2, so mounting
+    // says so instead, naming the route.
+    let kit = ccare_agent::testing::TestHost::builder("{\"text\": \"unused\"}")
+        .model(
+            "s/tight",
+            ccare_llm::ModelConfig {
+                context_window: Some(2_000),
+                max_output_tokens: Some(1_000),
+                ..ccare_llm::ModelConfig::default()
+            },
+        )
+        .build()
+        .unwrap();
+    let route = kit.host().llm().route("s/tight").unwrap();
+    let care = ccare_care::ContextCare::default().with_route(ccare_care::RouteSnapshot::of(&route));
+    let refused = kit
+        .host()
+        .mount(&care, &json!({"safety_tokens": 1500}))
+        .unwrap_err();
+    assert_eq!(
+        refused.to_string(),
+        "context-care: the conversation route s/tight: invalid resolved budget: capacity 2000, \
+         maxTokens 1000, safetyTokens 1500, burstTokens 0, retainTokens unset, \
+         releaseMarginTokens 0 (hard input -500 <= 0)"
+    );
+    assert!(kit.host().mounted().is_empty());
+    // The same route with room for input mounts.
+    kit.host()
+        .mount(&care, &json!({"safety_tokens": 500}))
+        .unwrap();
+}
