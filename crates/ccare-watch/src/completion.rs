@@ -260,14 +260,18 @@ fn positive_usize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u
     .map(Some)
 }
 
-/// `a positive integer` that fits a `u32`.
+/// `a positive integer of at most 4294967295` (one that fits a `u32`).
 fn positive_u32<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
-    strict::check(deserializer, "a positive integer", |value| {
-        value
-            .as_u64()
-            .filter(|count| *count > 0)
-            .and_then(|count| u32::try_from(count).ok())
-    })
+    strict::check(
+        deserializer,
+        "a positive integer of at most 4294967295",
+        |value| {
+            value
+                .as_u64()
+                .filter(|count| *count > 0)
+                .and_then(|count| u32::try_from(count).ok())
+        },
+    )
     .map(Some)
 }
 

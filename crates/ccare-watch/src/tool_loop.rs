@@ -35,18 +35,20 @@ impl Default for ToolLoopConfig {
     }
 }
 
-/// A JSON integer that fits a `u32`: `a non-negative integer`.
+/// A JSON integer that fits a `u32`: `a non-negative integer of at most 4294967295`.
 fn count<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
-    strict::check(deserializer, "a non-negative integer", |value| {
-        value.as_u64().and_then(|count| u32::try_from(count).ok())
-    })
+    strict::check(
+        deserializer,
+        "a non-negative integer of at most 4294967295",
+        |value| value.as_u64().and_then(|count| u32::try_from(count).ok()),
+    )
 }
 
 impl ToolLoopConfig {
     /// Reads the `tool_loop` table strictly (the shared strict reader) and checks its
     /// limits ([`ToolLoopConfig::validate`]). Errors read like the `completion` table's:
     /// `tool_loop: unknown config x`, `tool_loop.stop_after: expected a non-negative
-    /// integer, got "5"`.
+    /// integer of at most 4294967295, got "5"`.
     pub fn from_json(table: &Value) -> Result<Self, String> {
         let config: Self = strict::from_value(table).map_err(|error| {
             let path = &error.path;
@@ -333,11 +335,15 @@ mod tests {
         );
         assert_eq!(
             read(json!({"stop_after": "5"})).unwrap_err(),
-            "tool_loop.stop_after: expected a non-negative integer, got \"5\""
+            "tool_loop.stop_after: expected a non-negative integer of at most 4294967295, got \"5\""
         );
         assert_eq!(
             read(json!({"notice_after": -1})).unwrap_err(),
-            "tool_loop.notice_after: expected a non-negative integer, got -1"
+            "tool_loop.notice_after: expected a non-negative integer of at most 4294967295, got -1"
+        );
+        assert_eq!(
+            read(json!({"stop_after": 4_294_967_296_u64})).unwrap_err(),
+            "tool_loop.stop_after: expected a non-negative integer of at most 4294967295, got 4294967296"
         );
         assert_eq!(
             read(json!({"exempt_tools": ["a", 1]})).unwrap_err(),

@@ -1,5 +1,6 @@
 //! Untrusted input never panics (a config file is input): any `ccare.toml` built from
-//! the keys the host, the store, the loop, a model and context care read, each with a
+//! the keys the host, the store, the loop, a model, context care and stream watch's
+//! tool-loop and completion tables read, each with a
 //! value at an edge (zero, one, huge, negative, not a number, infinite, the wrong
 //! type), loads or is refused with a message; one that loads boots or is refused; and
 //! a host that boots answers a prompt to the end of its turn (a budget computed from
@@ -99,6 +100,14 @@ const CARE_KEYS: &[(&str, Kind)] = &[
     ("no_such_key", Kind::Flag),
 ];
 
+const TOOL_LOOP_KEYS: &[(&str, Kind)] = &[("notice_after", Kind::Int), ("stop_after", Kind::Int)];
+const COMPLETION_KEYS: &[(&str, Kind)] = &[
+    ("cooldown_ms", Kind::Int),
+    ("max_observed_chars", Kind::Int),
+    ("notifications", Kind::Flag),
+    ("max_deliveries", Kind::Int),
+];
+
 /// A table of some of `keys`, each with a value of its kind, as TOML lines.
 fn table(keys: &'static [(&'static str, Kind)]) -> impl Strategy<Value = String> {
     let entry = proptest::sample::select(keys)
@@ -120,14 +129,20 @@ fn config() -> impl Strategy<Value = String> {
         table(LOOP_KEYS),
         table(MODEL_KEYS),
         table(CARE_KEYS),
+        table(TOOL_LOOP_KEYS),
+        table(COMPLETION_KEYS),
     )
-        .prop_map(|(host, store, loop_table, model, care)| {
-            format!(
-                "[agent]\nmodel = \"s/m\"\n[providers.s]\nkind = \"script\"\n\
+        .prop_map(
+            |(host, store, loop_table, model, care, tool_loop, completion)| {
+                format!(
+                    "[agent]\nmodel = \"s/m\"\n[providers.s]\nkind = \"script\"\n\
                  [host]\n{host}[store]\npath = \"state.db\"\n{store}[loop]\n{loop_table}\
-                 [models.\"s/m\"]\n{model}[plugins.context-care]\n{care}"
-            )
-        })
+                 [models.\"s/m\"]\n{model}[plugins.context-care]\n{care}\
+                 [plugins.stream-watch.tool_loop]\n{tool_loop}\
+                 [plugins.stream-watch.completion]\n{completion}"
+                )
+            },
+        )
 }
 
 /// Loads and boots `text` in a fresh folder; when it boots, runs one prompt to the end
@@ -189,7 +204,7 @@ async fn try_config(text: &str) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     /// Any config built from edge values loads or is refused, boots or is refused, and
     /// a booted host's turn ends.

@@ -151,6 +151,13 @@ fn co_2_config_defaults_and_strictness() {
         );
     }
     assert!(CompletionConfig::from_json(&json!([])).is_err());
+    // A count past a u32 says the bound it broke.
+    assert_eq!(
+        CompletionConfig::from_json(&json!({"max_deliveries": 4_294_967_296_u64}))
+            .unwrap_err()
+            .to_string(),
+        "completion.max_deliveries: expected a positive integer of at most 4294967295, got 4294967296"
+    );
 }
 
 // ---------------------------------------------------------------------------------
