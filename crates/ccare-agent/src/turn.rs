@@ -141,7 +141,18 @@ fn aborted(agent: &Agent) -> TurnEndReason {
 
 /// A turn ended by a failing hook of chain `hook`, attributed to its plugin.
 fn hook_failed(hook: &str, error: &crate::hooks::HookError) -> TurnEndReason {
+    hook_failed_unentered(hook, error, Vec::new())
+}
+
+/// [`hook_failed`] listing the plugin messages the step had claimed and never entered
+/// (a failing pre-step or boundary hook, H-HOOK-7).
+fn hook_failed_unentered(
+    hook: &str,
+    error: &crate::hooks::HookError,
+    unentered: Vec<serde_json::Value>,
+) -> TurnEndReason {
+    let failure = HostFailure::hook(hook, error.plugin.clone(), error.message.clone());
     TurnEndReason::Error {
-        failure: HostFailure::hook(hook, error.plugin.clone(), error.message.clone()).into(),
+        failure: failure.with_unentered(unentered).into(),
     }
 }

@@ -14,8 +14,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::boundary::NoticeScan;
-use crate::budget::{Budget, RouteInfo, resolve};
-use crate::config::{CareConfig, RoutePurpose};
+use crate::budget::{Budget, resolve};
+use crate::config::CareConfig;
 use crate::hysteresis::{HysteresisController, HysteresisThresholds};
 use crate::journal::{DigestCache, JournalDigest, RequestJournal};
 use crate::metrics::{ContextCareMetrics, MetricInputs};
@@ -410,19 +410,9 @@ impl Care {
     /// or the budget is invalid (the request gate reports an invalid one as an error).
     pub(crate) fn conversation_budget(&self) -> Option<Budget> {
         let route = self.route.as_deref()?;
-        resolve(
-            &self.config,
-            RouteInfo {
-                provider: &route.provider,
-                model: &route.model,
-                purpose: RoutePurpose::Conversation,
-                physical_window_tokens: route.context_window,
-                max_tokens: None,
-                adapter_default_max_tokens: route.max_output_tokens.map(u64::from),
-            },
-        )
-        .ok()
-        .flatten()
+        resolve(&self.config, route.conversation_info())
+            .ok()
+            .flatten()
     }
 
     /// Flushes the journal, then freezes the session's pricing (CC-PRC-4): the scale

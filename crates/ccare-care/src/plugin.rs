@@ -203,8 +203,9 @@ pub struct RouteSnapshot {
 }
 
 impl RouteSnapshot {
-    /// The route as a conversation request that sets no `max_tokens` meets it.
-    fn conversation_info(&self) -> crate::budget::RouteInfo<'_> {
+    /// The route as a conversation request that sets no `max_tokens` meets it (the
+    /// mount's budget check and [`crate::care::Care::conversation_budget`]).
+    pub(crate) fn conversation_info(&self) -> crate::budget::RouteInfo<'_> {
         crate::budget::RouteInfo {
             provider: &self.provider,
             model: &self.model,

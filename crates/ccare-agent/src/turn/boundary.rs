@@ -4,10 +4,10 @@
 //! anything of the step is logged.
 
 use ccare_core::Message;
-use ccare_core::kinds::{HostFailure, TurnEndReason};
+use ccare_core::kinds::TurnEndReason;
 use serde_json::Value;
 
-use super::{StepResult, Stop, aborted, log_user};
+use super::{StepResult, Stop, aborted, hook_failed_unentered, log_user};
 use crate::agent::Agent;
 use crate::hooks::{BoundaryContext, HookContext, Hooks, PreStepDecision, PreStepInput};
 use crate::inbox::Entry;
@@ -70,7 +70,7 @@ pub(super) async fn pre_step(
     let entered = match decision {
         Err(error) => {
             let unentered = forget_unentered(agent, std::mem::take(plugin_messages));
-            return Err(Stop::End(hook_failed_before_entering(
+            return Err(Stop::End(hook_failed_unentered(
                 "pre-step", &error, unentered,
             )));
         }
@@ -121,7 +121,7 @@ pub(super) async fn pre_step(
             }
             Err(error) => {
                 let unentered = forget_unentered(agent, given);
-                return Err(Stop::End(hook_failed_before_entering(
+                return Err(Stop::End(hook_failed_unentered(
                     "boundary",
                     &error.attributed(&contributor.owner),
                     unentered,
@@ -152,19 +152,6 @@ fn forget_unentered(agent: &Agent, entries: Vec<Entry>) -> Vec<Value> {
         .iter()
         .map(|entry| serde_json::to_value(&entry.message).unwrap_or(Value::Null))
         .collect()
-}
-
-/// `HOOK_FAILED` of the step boundary's chain `hook`, listing the plugin messages the
-/// step had claimed and never entered (H-HOOK-7; no `step/start` is written).
-fn hook_failed_before_entering(
-    hook: &str,
-    error: &crate::hooks::HookError,
-    unentered: Vec<Value>,
-) -> TurnEndReason {
-    let failure = HostFailure::hook(hook, error.plugin.clone(), error.message.clone());
-    TurnEndReason::Error {
-        failure: failure.with_unentered(unentered).into(),
-    }
 }
 
 /// Puts the plugin messages that never entered back at the front of the inbox, when
